@@ -1,0 +1,46 @@
+# knowlyr-gym: `make run` runs the main job on embedded defaults, `make test` the suite.
+# Both create the virtual environment and install everything on a fresh Debian 12 machine.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export DO_NOT_TRACK := 1
+export TRL_EXPERIMENTAL_SILENCE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install sysdeps run test lint format bench clean
+
+# torch is pinned to the local CPU wheel and installed in the same pip command as everything
+# that depends on it (any other version pulls gigabytes of CUDA builds).
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "torch==2.13.0" -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# System packages: bubblewrap (local sandbox) and Podman (Docker-API engine for the container backend).
+sysdeps:
+	bash scripts/setup-system.sh
+
+run: install sysdeps
+	$(PY) -m knowlyr.cli run
+
+test: install sysdeps
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+lint:
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format:
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf .knowlyr .pytest_cache build *.egg-info

@@ -1,0 +1,23 @@
+"""The ``knowlyr`` command. Each area adds its sub-app here; heavy imports stay inside commands."""
+
+from __future__ import annotations
+
+import typer
+
+from knowlyr.cli import core as _core
+
+app = typer.Typer(
+    name="knowlyr",
+    help="Train LLM tool-use agents: environments, recorder, store, reward, export, training.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+_core.install(app)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

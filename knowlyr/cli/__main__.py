@@ -1,0 +1,3 @@
+from knowlyr.cli import main
+
+main()

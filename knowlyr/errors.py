@@ -1,0 +1,131 @@
+"""The one exception tree of knowlyr.
+
+Exceptions are for configuration and programming errors. A failed tool call, a crashed
+sandbox command or a model that answers nonsense is *data*: it is recorded on the
+trajectory as an observation, never raised out of an environment.
+
+::
+
+    KnowlyrError
+    ├── ConfigError                 bad parameter, profile or config file
+    │   └── UnknownEnvError         make()/spec() with an id nobody registered
+    ├── ActionError                 an action that is not {"tool": str, "params": dict}
+    ├── SandboxError                a sandbox backend failed (not a command inside it)
+    │   ├── BackendUnavailableError bubblewrap / Docker API missing (message has the fix)
+    │   └── SandboxTimeoutError     a command ran past its wall-clock limit
+    ├── RecordError                 a log could not be converted (names file, line, reason)
+    │   └── UnknownFormatError      no adapter recognised the log
+    ├── StoreError                  the store could not read or write
+    │   ├── BlobCorruptedError      a blob's content no longer matches its hash
+    │   └── NotFoundError           no such trajectory / version / blob
+    ├── RewardError                 the reward engine was misconfigured
+    │   └── JudgeError              a judge call failed after every retry
+    ├── ExportError                 a dataset could not be exported
+    └── TrainError                  a trainer could not be configured or run
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActionError",
+    "BackendUnavailableError",
+    "BlobCorruptedError",
+    "ConfigError",
+    "ExportError",
+    "JudgeError",
+    "KnowlyrError",
+    "NotFoundError",
+    "RecordError",
+    "RewardError",
+    "SandboxError",
+    "SandboxTimeoutError",
+    "StoreError",
+    "TrainError",
+    "UnknownEnvError",
+    "UnknownFormatError",
+]
+
+
+class KnowlyrError(Exception):
+    """Base class of every error knowlyr raises on purpose."""
+
+
+class ConfigError(KnowlyrError, ValueError):
+    """A parameter, profile or config file is invalid; the message names it and the fix."""
+
+
+class UnknownEnvError(ConfigError, KeyError):
+    """No environment is registered under the requested id."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ActionError(KnowlyrError, ValueError):
+    """An action is malformed (not ``{"tool": str, "params": dict}``)."""
+
+
+class SandboxError(KnowlyrError):
+    """A sandbox backend failed to create, run or tear down."""
+
+
+class BackendUnavailableError(SandboxError):
+    """The sandbox backend is not installed or not reachable; the message says how to fix it."""
+
+
+class SandboxTimeoutError(SandboxError):
+    """A sandbox operation ran past its wall-clock limit."""
+
+
+class RecordError(KnowlyrError):
+    """A log could not be converted into a trajectory.
+
+    Attributes:
+        path: the file the record came from.
+        line: 1-based line number for line-oriented formats (JSONL), else ``None``.
+        reason: what is wrong, in words a user can act on.
+    """
+
+    def __init__(self, reason: str, *, path: str | None = None, line: int | None = None):
+        self.reason = reason
+        self.path = path
+        self.line = line
+        where = path or "<input>"
+        if line is not None:
+            where = f"{where}:{line}"
+        super().__init__(f"{where}: {reason}")
+
+
+class UnknownFormatError(RecordError):
+    """No adapter recognised the log's format."""
+
+
+class StoreError(KnowlyrError):
+    """The store could not be read or written."""
+
+
+class BlobCorruptedError(StoreError):
+    """A blob's bytes no longer hash to its address."""
+
+
+class NotFoundError(StoreError, KeyError):
+    """A trajectory, table version or blob does not exist."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class RewardError(KnowlyrError):
+    """The reward engine is misconfigured."""
+
+
+class JudgeError(RewardError):
+    """An LLM judge call failed after every retry."""
+
+
+class ExportError(KnowlyrError):
+    """A dataset could not be exported."""
+
+
+class TrainError(KnowlyrError):
+    """A trainer could not be configured or run."""

@@ -1,0 +1,89 @@
+"""The sandbox protocol: every backend implements :class:`Sandbox`.
+
+``exec`` never raises for a failing command: a non-zero exit, a timeout or a killed process
+is reported in the :class:`ExecResult`. Exceptions (:class:`~knowlyr.errors.SandboxError`)
+are for a backend that cannot create or reach its sandbox.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ExecResult", "Sandbox", "SandboxConfig"]
+
+
+@dataclass(slots=True)
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str = ""
+    duration_s: float = 0.0
+    timed_out: bool = False
+    truncated: bool = False
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr as one text, the way a terminal would show them."""
+        if self.stderr and self.stdout:
+            return f"{self.stdout.rstrip(chr(10))}\n{self.stderr}"
+        return self.stdout or self.stderr
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class SandboxConfig(BaseModel):
+    """Limits and backend choice for a sandbox. Every field has a default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["local", "container"] = Field("local", description="'local' (bubblewrap) or 'container' (Docker API).")
+    image: str = Field("knowlyr-sandbox:latest", description="Container image (container backend only).")
+    timeout_s: float = Field(30.0, gt=0, description="Default wall-clock limit of one command.")
+    cpu_time_s: int = Field(60, gt=0, description="CPU-seconds rlimit per command.")
+    memory_mb: int = Field(1024, gt=0, description="Address-space / memory limit.")
+    max_processes: int = Field(256, gt=0, description="Process-count limit.")
+    max_file_mb: int = Field(64, gt=0, description="Largest file a command may write.")
+    max_output_chars: int = Field(20_000, gt=0, description="Longer command output is truncated with a marker.")
+    workdir: str = Field("/workspace", description="Workspace path inside the sandbox.")
+
+
+class Sandbox(abc.ABC):
+    """An isolated workspace where an agent's commands run."""
+
+    config: SandboxConfig
+
+    @abc.abstractmethod
+    def exec(self, cmd: str, *, timeout: float | None = None, stdin: str | None = None) -> ExecResult:
+        """Run ``cmd`` with ``bash -lc`` in the workspace; never raises for a failing command."""
+
+    @abc.abstractmethod
+    def read_file(self, path: str) -> bytes:
+        """Bytes of a workspace file (``path`` relative to the workspace or absolute inside it)."""
+
+    @abc.abstractmethod
+    def write_file(self, path: str, data: bytes | str) -> None:
+        """Create or overwrite a workspace file, creating parent directories."""
+
+    @abc.abstractmethod
+    def snapshot(self) -> str:
+        """Save the workspace; returns an id that :meth:`restore` takes."""
+
+    @abc.abstractmethod
+    def restore(self, snapshot_id: str) -> None:
+        """Put the workspace back exactly as it was at ``snapshot``."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Destroy the sandbox and everything in it. Idempotent."""
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
