@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 from knowlyr.core.env import Action
@@ -17,7 +18,7 @@ from knowlyr.trajectory import AgentInfo
 __all__ = ["Agent"]
 
 
-class Agent:
+class Agent(abc.ABC):
     """Base class of every policy (scripted, API model, local model).
 
     ``reset`` is called at the start of each episode with the reset timestep's ``info`` (which
@@ -33,8 +34,9 @@ class Agent:
     def reset(self, info: dict[str, Any] | None = None) -> None:
         """Start a new episode."""
 
+    @abc.abstractmethod
     def act(self, observation: str, info: dict[str, Any]) -> Action:
-        raise NotImplementedError
+        """The next action for ``observation``."""
 
     @property
     def agent_info(self) -> AgentInfo:

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -87,7 +88,7 @@ def error_timestep(message: str, *, exit_code: int = 2, **info: Any) -> TimeStep
     return TimeStep(observation=f"Error: {message}", info={"exit_code": exit_code, "error": message, **info})
 
 
-class AgentEnv:
+class AgentEnv(abc.ABC):
     """Base class of every environment.
 
     Subclasses set ``domain`` and ``available_tools`` and implement :meth:`reset` and
@@ -100,11 +101,13 @@ class AgentEnv:
     available_tools: list[str] = []  # noqa: RUF012 - overridden per class or instance
     metadata: ClassVar[dict[str, Any]] = {}
 
+    @abc.abstractmethod
     def reset(self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None) -> TimeStep:
-        raise NotImplementedError
+        """Start an episode; the observation is the task as the agent sees it."""
 
+    @abc.abstractmethod
     def step(self, action: Action) -> TimeStep:
-        raise NotImplementedError
+        """Run one action."""
 
     def close(self) -> None:
         """Release resources (sandboxes, processes). Idempotent."""
