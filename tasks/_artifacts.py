@@ -1,0 +1,231 @@
+"""What the Prefect UI shows: count tables, reward statistics, progress, plots and reports.
+
+Artifacts are reports and pointers (they live in the Prefect database); the data stays in the
+store. Plots are small hand-written SVGs embedded in markdown as data URIs, so a report
+needs no plotting library and renders offline; the same SVG is written next to the run's
+other files when a report directory is given.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from html import escape
+from typing import Any
+
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+
+__all__ = [
+    "artifact_key",
+    "counts_table",
+    "markdown_image",
+    "progress",
+    "publish_markdown",
+    "publish_table",
+    "reward_stats",
+    "svg_bars",
+    "svg_histogram",
+    "svg_line",
+]
+
+_KEY_BAD = re.compile(r"[^a-z0-9-]+")
+
+
+def artifact_key(*parts: Any) -> str:
+    """A valid artifact key (lowercase letters, digits, dashes) from free-form parts.
+
+    Example:
+        >>> artifact_key("collect", "knowlyr/sandbox", "Counts")
+        'collect-knowlyr-sandbox-counts'
+    """
+    key = _KEY_BAD.sub("-", "-".join(str(p) for p in parts if p not in (None, "")).lower())
+    key = re.sub("-{2,}", "-", key).strip("-")
+    if not key:
+        raise ValueError(f"artifact key parts {parts!r} contain no letters or digits")
+    return key
+
+
+def publish_table(key: str, rows: list[dict[str, Any]], description: str) -> None:
+    """A table artifact under ``key`` (one row per dict)."""
+    create_table_artifact(rows, key=artifact_key(key), description=description)
+
+
+def publish_markdown(key: str, markdown: str, description: str) -> None:
+    """A markdown artifact under ``key``."""
+    create_markdown_artifact(markdown, key=artifact_key(key), description=description)
+
+
+def counts_table(
+    stage: str,
+    *,
+    incoming: int,
+    new: int,
+    duplicates: int,
+    rejected: int,
+    version: int | None = None,
+    table: str | None = None,
+) -> dict[str, Any]:
+    """One row of the counts table every writing stage publishes."""
+    return {
+        "stage": stage,
+        "in": incoming,
+        "new": new,
+        "duplicate": duplicates,
+        "rejected": rejected,
+        "table": table or "",
+        "version": "" if version is None else version,
+    }
+
+
+def reward_stats(values: Sequence[float]) -> dict[str, Any]:
+    """Count, mean, std, min, quartiles and max of rewards (empty input gives count 0)."""
+    xs = sorted(float(v) for v in values)
+    if not xs:
+        return {"count": 0}
+    n = len(xs)
+    mean = sum(xs) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in xs) / n)
+
+    def q(p: float) -> float:
+        pos = p * (n - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+    return {
+        "count": n,
+        "mean": round(mean, 4),
+        "std": round(std, 4),
+        "min": round(xs[0], 4),
+        "p25": round(q(0.25), 4),
+        "median": round(q(0.5), 4),
+        "p75": round(q(0.75), 4),
+        "max": round(xs[-1], 4),
+    }
+
+
+@contextmanager
+def progress(key: str, description: str) -> Iterator[Any]:
+    """A progress artifact for a long stage; call the yielded function with 0..1 fractions.
+
+    Example:
+        >>> with progress("collect-progress", "episodes") as report:  # doctest: +SKIP
+        ...     report(0.5)
+    """
+    artifact_id = create_progress_artifact(0.0, key=artifact_key(key), description=description)
+
+    def report(fraction: float) -> None:
+        update_progress_artifact(artifact_id, max(0.0, min(100.0, 100.0 * fraction)))
+
+    yield report
+    report(1.0)
+
+
+# --- plots -------------------------------------------------------------------------------
+
+_W, _H, _PAD = 420, 220, 36
+_STYLE = "font-family:sans-serif;font-size:11px"
+
+
+def _frame(title: str, body: str) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
+        f'viewBox="0 0 {_W} {_H}" style="{_STYLE}">'
+        f'<rect width="{_W}" height="{_H}" fill="white"/>'
+        f'<text x="{_W / 2}" y="16" text-anchor="middle" font-weight="bold">{escape(title)}</text>'
+        f'<line x1="{_PAD}" y1="{_H - _PAD}" x2="{_W - 10}" y2="{_H - _PAD}" stroke="#444"/>'
+        f'<line x1="{_PAD}" y1="26" x2="{_PAD}" y2="{_H - _PAD}" stroke="#444"/>'
+        f"{body}</svg>"
+    )
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def svg_bars(labels: Sequence[str], values: Sequence[float], *, title: str) -> str:
+    """A bar chart (e.g. success rate per policy), values on the bars."""
+    if len(labels) != len(values):
+        raise ValueError(f"svg_bars needs one label per value, got {len(labels)} and {len(values)}")
+    top = max([1e-9, *[float(v) for v in values]])
+    plot_w, plot_h = _W - _PAD - 10, _H - _PAD - 30
+    slot = plot_w / max(1, len(values))
+    parts = []
+    for i, (label, value) in enumerate(zip(labels, values, strict=True)):
+        h = plot_h * float(value) / top
+        x = _PAD + i * slot + slot * 0.15
+        y = _H - _PAD - h
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{slot * 0.7:.1f}" height="{h:.1f}" '
+            f'fill="#4c78a8"/><text x="{x + slot * 0.35:.1f}" y="{y - 3:.1f}" '
+            f'text-anchor="middle">{_fmt(float(value))}</text>'
+            f'<text x="{x + slot * 0.35:.1f}" y="{_H - _PAD + 14}" '
+            f'text-anchor="middle">{escape(str(label))}</text>'
+        )
+    return _frame(title, "".join(parts))
+
+
+def svg_histogram(values: Sequence[float], *, title: str, bins: int = 20) -> str:
+    """A histogram of ``values`` (e.g. the reward distribution of one iteration)."""
+    xs = [float(v) for v in values]
+    if not xs:
+        return _frame(title, f'<text x="{_W / 2}" y="{_H / 2}" text-anchor="middle">no data</text>')
+    lo, hi = min(xs), max(xs)
+    if hi == lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    counts = [0] * bins
+    for x in xs:
+        counts[min(bins - 1, int((x - lo) / (hi - lo) * bins))] += 1
+    top = max(counts)
+    plot_w, plot_h = _W - _PAD - 10, _H - _PAD - 30
+    bw = plot_w / bins
+    parts = [
+        f'<rect x="{_PAD + i * bw:.1f}" y="{_H - _PAD - plot_h * c / top:.1f}" '
+        f'width="{bw - 1:.1f}" height="{plot_h * c / top:.1f}" fill="#f58518"/>'
+        for i, c in enumerate(counts)
+        if c
+    ]
+    parts.append(f'<text x="{_PAD}" y="{_H - _PAD + 14}" text-anchor="middle">{_fmt(lo)}</text>')
+    parts.append(f'<text x="{_W - 10}" y="{_H - _PAD + 14}" text-anchor="end">{_fmt(hi)}</text>')
+    parts.append(f'<text x="{_PAD - 4}" y="30" text-anchor="end">{top}</text>')
+    return _frame(title, "".join(parts))
+
+
+def svg_line(
+    xs: Sequence[Any], ys: Sequence[float], *, title: str, ymax: float | None = None
+) -> str:
+    """A line with points (e.g. held-out success rate across iterations)."""
+    if len(xs) != len(ys):
+        raise ValueError(f"svg_line needs one x per y, got {len(xs)} and {len(ys)}")
+    if not ys:
+        return _frame(title, f'<text x="{_W / 2}" y="{_H / 2}" text-anchor="middle">no data</text>')
+    top = ymax if ymax is not None else max(1e-9, *[float(y) for y in ys])
+    plot_w, plot_h = _W - _PAD - 20, _H - _PAD - 30
+    step = plot_w / max(1, len(ys) - 1)
+    pts = [
+        (_PAD + 10 + i * step if len(ys) > 1 else _PAD + plot_w / 2, _H - _PAD - plot_h * y / top)
+        for i, y in enumerate(float(y) for y in ys)
+    ]
+    path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+    parts = [f'<polyline points="{path}" fill="none" stroke="#54a24b" stroke-width="2"/>']
+    for (px, py), x, y in zip(pts, xs, ys, strict=True):
+        parts.append(
+            f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="#54a24b"/>'
+            f'<text x="{px:.1f}" y="{py - 6:.1f}" text-anchor="middle">{_fmt(float(y))}</text>'
+            f'<text x="{px:.1f}" y="{_H - _PAD + 14}" text-anchor="middle">{escape(str(x))}</text>'
+        )
+    parts.append(f'<text x="{_PAD - 4}" y="30" text-anchor="end">{_fmt(top)}</text>')
+    return _frame(title, "".join(parts))
+
+
+def markdown_image(svg: str, alt: str) -> str:
+    """Markdown that embeds ``svg`` as a data URI image."""
+    data = base64.b64encode(svg.encode()).decode()
+    return f"![{alt}](data:image/svg+xml;base64,{data})"
