@@ -88,11 +88,15 @@ class Step(_Model):
     index: int
     thought: str = ""
     action: ToolCall | None = None
-    message: str | None = Field(default=None, description="Text sent to the user instead of (or with) a tool call.")
+    message: str | None = Field(
+        default=None, description="Text sent to the user instead of (or with) a tool call."
+    )
     observation: Observation | None = None
     reward: float | None = None
     usage: Usage | None = None
-    token_ids: list[int] | None = Field(default=None, description="Completion token ids, when the producer kept them.")
+    token_ids: list[int] | None = Field(
+        default=None, description="Completion token ids, when the producer kept them."
+    )
     logprobs: list[float] | None = None
     timestamp: datetime | None = None
     duration_s: float | None = None
@@ -221,7 +225,8 @@ def to_chat_messages(traj: Trajectory, system_prompt: str | None = None) -> list
     The user turn is the task instruction; each step becomes an assistant message (thought as
     ``content``, the action as one ``tool_calls`` entry with JSON ``arguments``) followed by a
     ``tool`` message with the observation. A step with only a ``message`` becomes a plain
-    assistant message. :func:`from_chat_messages` inverts this.
+    assistant message. :func:`from_chat_messages` inverts this, except for exit codes, which
+    chat messages have no field for.
     """
     msgs: list[dict[str, Any]] = []
     if system_prompt:
@@ -299,11 +304,15 @@ def from_chat_messages(
                     try:
                         args = orjson.loads(args) if args.strip() else {}
                     except orjson.JSONDecodeError as e:
-                        raise ValueError(f"message {i}: tool call arguments are not JSON: {e}") from e
+                        raise ValueError(
+                            f"message {i}: tool call arguments are not JSON: {e}"
+                        ) from e
                 step = Step(
                     index=len(steps),
                     thought=content if j == 0 else "",
-                    action=ToolCall(tool=fn.get("name", ""), params=args or {}, call_id=call.get("id")),
+                    action=ToolCall(
+                        tool=fn.get("name", ""), params=args or {}, call_id=call.get("id")
+                    ),
                 )
                 steps.append(step)
                 if call.get("id"):
@@ -314,8 +323,13 @@ def from_chat_messages(
             if step is not None:
                 step.observation = Observation(output=content)
     if task is None:
-        task = TaskInfo(task_id=hashlib.sha256((instruction or "").encode()).hexdigest()[:16], instruction=instruction or "")
-    return Trajectory(task=task, agent=agent or AgentInfo(), steps=steps, outcome=outcome or Outcome())
+        task = TaskInfo(
+            task_id=hashlib.sha256((instruction or "").encode()).hexdigest()[:16],
+            instruction=instruction or "",
+        )
+    return Trajectory(
+        task=task, agent=agent or AgentInfo(), steps=steps, outcome=outcome or Outcome()
+    )
 
 
 def _last_open(steps: list[Step]) -> Step | None:

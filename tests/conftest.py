@@ -22,5 +22,7 @@ SHARED_FIXTURES = ROOT.parent / "shared" / "fixtures"
 def fixtures_dir() -> Path:
     """../shared/fixtures: real agent logs from public projects."""
     if not SHARED_FIXTURES.is_dir():
-        pytest.fail(f"{SHARED_FIXTURES} is missing: the tests read real agent logs from ../shared/fixtures")
+        pytest.fail(
+            f"{SHARED_FIXTURES} is missing: the tests read real agent logs from ../shared/fixtures"
+        )
     return SHARED_FIXTURES

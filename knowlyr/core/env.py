@@ -74,10 +74,14 @@ def parse_action(action: Any, tools: list[str] | None = None) -> tuple[str, dict
     if params is None:
         params = {}
     if not isinstance(params, dict):
-        raise ActionError(f'action "params" must be a dict, got {type(params).__name__}: {params!r:.200}')
+        raise ActionError(
+            f'action "params" must be a dict, got {type(params).__name__}: {params!r:.200}'
+        )
     extra = set(action) - {"tool", "params", "thought", "call_id"}
     if extra:
-        raise ActionError(f"action has unknown keys {sorted(extra)}; expected tool, params (and optional thought)")
+        raise ActionError(
+            f"action has unknown keys {sorted(extra)}; expected tool, params (and optional thought)"
+        )
     if tools is not None and tool not in tools:
         raise ActionError(f"unknown tool {tool!r}; available tools: {', '.join(tools)}")
     return tool, params
@@ -85,7 +89,9 @@ def parse_action(action: Any, tools: list[str] | None = None) -> tuple[str, dict
 
 def error_timestep(message: str, *, exit_code: int = 2, **info: Any) -> TimeStep:
     """An observation reporting an error to the agent (the episode goes on)."""
-    return TimeStep(observation=f"Error: {message}", info={"exit_code": exit_code, "error": message, **info})
+    return TimeStep(
+        observation=f"Error: {message}", info={"exit_code": exit_code, "error": message, **info}
+    )
 
 
 class AgentEnv(abc.ABC):
@@ -102,7 +108,9 @@ class AgentEnv(abc.ABC):
     metadata: ClassVar[dict[str, Any]] = {}
 
     @abc.abstractmethod
-    def reset(self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None) -> TimeStep:
+    def reset(
+        self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> TimeStep:
         """Start an episode; the observation is the task as the agent sees it."""
 
     @abc.abstractmethod
@@ -149,7 +157,9 @@ class EnvWrapper(AgentEnv):
     def unwrapped(self) -> AgentEnv:
         return self.env.unwrapped
 
-    def reset(self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None) -> TimeStep:
+    def reset(
+        self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> TimeStep:
         return self.env.reset(task=task, seed=seed, options=options)
 
     def step(self, action: Action) -> TimeStep:

@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from knowlyr.errors import ConfigError
 
@@ -168,7 +176,9 @@ class DomainProfile(BaseModel):
     def normalized_weights(self) -> dict[str, float]:
         total = sum(self.rubric_weights.values())
         if total <= 0:
-            raise ConfigError(f"profile {self.domain!r}: rubric weights sum to {total}; give at least one positive weight")
+            raise ConfigError(
+                f"profile {self.domain!r}: rubric weights sum to {total}; give at least one positive weight"
+            )
         return {k: v / total for k, v in self.rubric_weights.items()}
 
     def to_json(self) -> str:
@@ -198,7 +208,9 @@ def guess_category(tool: str) -> ToolCategory:
 
 
 def _t(name: str, cat: ToolCategory, desc: str, key: str | None = None, *aliases: str) -> ToolSpec:
-    return ToolSpec(name=name, category=cat, description=desc, stateful_key=key, aliases=list(aliases))
+    return ToolSpec(
+        name=name, category=cat, description=desc, stateful_key=key, aliases=list(aliases)
+    )
 
 
 R, W, X, S, N, Q, A, SUB, T = (
@@ -220,12 +232,46 @@ _CODING = DomainProfile(
     tools=[
         _t("read_file", R, "Read a file of the workspace.", "path", "read", "open", "view", "cat"),
         _t("write_file", W, "Create or overwrite a file.", "path", "write", "create"),
-        _t("edit_file", W, "Replace one exact occurrence of a string in a file.", "path", "edit", "str_replace", "str_replace_editor"),
-        _t("bash", X, "Run a shell command in the workspace.", None, "run", "execute_bash", "run_ipython", "python", "shell"),
-        _t("grep", S, "Search files for a pattern.", "pattern", "search_dir", "search_file", "find_file", "find"),
+        _t(
+            "edit_file",
+            W,
+            "Replace one exact occurrence of a string in a file.",
+            "path",
+            "edit",
+            "str_replace",
+            "str_replace_editor",
+        ),
+        _t(
+            "bash",
+            X,
+            "Run a shell command in the workspace.",
+            None,
+            "run",
+            "execute_bash",
+            "run_ipython",
+            "python",
+            "shell",
+        ),
+        _t(
+            "grep",
+            S,
+            "Search files for a pattern.",
+            "pattern",
+            "search_dir",
+            "search_file",
+            "find_file",
+            "find",
+        ),
         _t("git", X, "Run a git subcommand in the workspace."),
         _t("think", T, "Think out loud; no effect on the workspace.", None, "think"),
-        _t("submit", SUB, "Finish the task; hidden tests decide the outcome.", None, "finish", "done"),
+        _t(
+            "submit",
+            SUB,
+            "Finish the task; hidden tests decide the outcome.",
+            None,
+            "finish",
+            "done",
+        ),
     ],
     aliases={
         "str_replace_editor:view": "read_file",
@@ -257,7 +303,15 @@ _BROWSER = DomainProfile(
     tools=[
         _t("navigate", N, "Open a URL.", "url", "goto", "open_url", "go_to_url"),
         _t("click", X, "Click an element.", "element_id", "click_element"),
-        _t("type_text", W, "Type text into an element.", "element_id", "fill", "input_text", "send_keys"),
+        _t(
+            "type_text",
+            W,
+            "Type text into an element.",
+            "element_id",
+            "fill",
+            "input_text",
+            "send_keys",
+        ),
         _t("scroll", N, "Scroll the page.", None, "scroll_down", "scroll_up"),
         _t("screenshot", R, "Look at the page.", None, "observe", "get_screenshot"),
         _t("submit", SUB, "Finish the task.", None, "done", "finish"),
@@ -278,10 +332,30 @@ _CONVERSATION = DomainProfile(
     display_name="Customer-service agent",
     description="Answer a customer using account and order tools.",
     tools=[
-        _t("query_stats", Q, "Look up records (orders, accounts) in the service database.", "order_id", "query_order", "lookup"),
+        _t(
+            "query_stats",
+            Q,
+            "Look up records (orders, accounts) in the service database.",
+            "order_id",
+            "query_order",
+            "lookup",
+        ),
         _t("web_search", S, "Search the help center.", "query", "search"),
-        _t("send_message", X, "Send a message or perform an action for the customer (e.g. a refund).", "to"),
-        _t("respond", A, "Reply to the customer; ends the episode.", None, "reply", "answer", "message"),
+        _t(
+            "send_message",
+            X,
+            "Send a message or perform an action for the customer (e.g. a refund).",
+            "to",
+        ),
+        _t(
+            "respond",
+            A,
+            "Reply to the customer; ends the episode.",
+            None,
+            "reply",
+            "answer",
+            "message",
+        ),
     ],
     terminal_tools=["respond"],
     outcome_rule="facts",
@@ -304,7 +378,15 @@ _ENGINEERING = DomainProfile(
         _t("git", X, "Run a read-only git subcommand.", "args"),
         _t("knowledge_base", Q, "Search the team's knowledge base.", "query", "kb_search"),
         _t("bash", X, "Run a shell command.", None, "run", "execute_bash"),
-        _t("respond", A, "Give the final answer; ends the episode.", None, "answer", "finish", "submit"),
+        _t(
+            "respond",
+            A,
+            "Give the final answer; ends the episode.",
+            None,
+            "answer",
+            "finish",
+            "submit",
+        ),
     ],
     terminal_tools=["respond"],
     outcome_rule="answer",
@@ -345,7 +427,8 @@ _GENERIC = DomainProfile(
 )
 
 BUILTIN_PROFILES: dict[str, DomainProfile] = {
-    p.domain: p for p in (_CODING, _BROWSER, _CONVERSATION, _ENGINEERING, _ADVISORY, _DISCUSSION, _GENERIC)
+    p.domain: p
+    for p in (_CODING, _BROWSER, _CONVERSATION, _ENGINEERING, _ADVISORY, _DISCUSSION, _GENERIC)
 }
 
 
@@ -392,9 +475,13 @@ def load_profile(path: str | Path) -> DomainProfile:
         else:
             data = orjson.loads(text)
     except Exception as e:
-        raise ConfigError(f"profile {p} is not valid {p.suffix.lstrip('.').upper() or 'JSON'}: {e}") from e
+        raise ConfigError(
+            f"profile {p} is not valid {p.suffix.lstrip('.').upper() or 'JSON'}: {e}"
+        ) from e
     try:
         return DomainProfile.model_validate(data)
     except ValidationError as e:
-        errs = "; ".join(f"{'.'.join(map(str, err['loc'])) or '<root>'}: {err['msg']}" for err in e.errors())
+        errs = "; ".join(
+            f"{'.'.join(map(str, err['loc'])) or '<root>'}: {err['msg']}" for err in e.errors()
+        )
         raise ConfigError(f"profile {p} is invalid: {errs}") from e

@@ -73,15 +73,21 @@ class EnvSpec:
             return self.entry_point
         mod_name, _, attr = self.entry_point.partition(":")
         if not attr:
-            raise ConfigError(f"entry_point for {self.id!r} must look like 'module:Class', got {self.entry_point!r}")
+            raise ConfigError(
+                f"entry_point for {self.id!r} must look like 'module:Class', got {self.entry_point!r}"
+            )
         try:
             module = importlib.import_module(mod_name)
         except ImportError as e:
-            raise ConfigError(f"entry_point {self.entry_point!r} of {self.id!r} cannot be imported: {e}") from e
+            raise ConfigError(
+                f"entry_point {self.entry_point!r} of {self.id!r} cannot be imported: {e}"
+            ) from e
         try:
             return getattr(module, attr)
         except AttributeError as e:
-            raise ConfigError(f"module {mod_name!r} has no {attr!r} (entry_point of {self.id!r})") from e
+            raise ConfigError(
+                f"module {mod_name!r} has no {attr!r} (entry_point of {self.id!r})"
+            ) from e
 
 
 registry: dict[str, EnvSpec] = {}
@@ -130,10 +136,14 @@ def spec(id: str) -> EnvSpec:
         close = difflib.get_close_matches(id, registry, n=3, cutoff=0.5)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         known = ", ".join(sorted(registry)) or "none"
-        raise UnknownEnvError(f"no environment registered as {id!r}.{hint} Registered: {known}") from None
+        raise UnknownEnvError(
+            f"no environment registered as {id!r}.{hint} Registered: {known}"
+        ) from None
 
 
-def make(id: str, *, max_steps: int | None = None, check_actions: bool | None = None, **kwargs: Any) -> AgentEnv:
+def make(
+    id: str, *, max_steps: int | None = None, check_actions: bool | None = None, **kwargs: Any
+) -> AgentEnv:
     """Build the environment registered as ``id`` (kwargs override the registered defaults)."""
     from knowlyr.core.wrappers import ActionCheckWrapper, MaxStepsWrapper
 
@@ -152,4 +162,3 @@ def make(id: str, *, max_steps: int | None = None, check_actions: bool | None = 
 def list_envs(namespace: str | None = None) -> list[str]:
     """Registered ids, sorted; only those in ``namespace`` when given."""
     return sorted(i for i in registry if namespace is None or i.split("/", 1)[0] == namespace)
-

@@ -14,7 +14,16 @@ from typing import Any
 
 from knowlyr.core.env import Action, AgentEnv, EnvWrapper, TimeStep, error_timestep
 from knowlyr.errors import ActionError
-from knowlyr.trajectory import AgentInfo, Observation, Outcome, Source, Step, TaskInfo, ToolCall, Trajectory
+from knowlyr.trajectory import (
+    AgentInfo,
+    Observation,
+    Outcome,
+    Source,
+    Step,
+    TaskInfo,
+    ToolCall,
+    Trajectory,
+)
 
 __all__ = [
     "ActionCheckWrapper",
@@ -53,7 +62,9 @@ class MaxStepsWrapper(EnvWrapper):
         self.max_steps = max_steps
         self.elapsed_steps = 0
 
-    def reset(self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None) -> TimeStep:
+    def reset(
+        self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> TimeStep:
         self.elapsed_steps = 0
         return self.env.reset(task=task, seed=seed, options=options)
 
@@ -69,7 +80,9 @@ class MaxStepsWrapper(EnvWrapper):
 class TimeoutWrapper(EnvWrapper):
     """Truncates the episode once ``timeout_s`` seconds of wall-clock time have passed since reset."""
 
-    def __init__(self, env: AgentEnv, timeout_s: float, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, env: AgentEnv, timeout_s: float, *, clock: Callable[[], float] = time.monotonic
+    ):
         if not isinstance(timeout_s, int | float) or timeout_s <= 0:
             raise ValueError(f"timeout_s must be a positive number, got {timeout_s!r}")
         super().__init__(env)
@@ -77,7 +90,9 @@ class TimeoutWrapper(EnvWrapper):
         self._clock = clock
         self._start = clock()
 
-    def reset(self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None) -> TimeStep:
+    def reset(
+        self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> TimeStep:
         self._start = self._clock()
         return self.env.reset(task=task, seed=seed, options=options)
 
@@ -92,7 +107,13 @@ class TimeoutWrapper(EnvWrapper):
 class RewardWrapper(EnvWrapper):
     """Replaces (or, with ``mode="add"``, adds to) each step's reward with ``reward_fn(action, timestep)``."""
 
-    def __init__(self, env: AgentEnv, reward_fn: Callable[[Action, TimeStep], float], *, mode: str = "replace"):
+    def __init__(
+        self,
+        env: AgentEnv,
+        reward_fn: Callable[[Action, TimeStep], float],
+        *,
+        mode: str = "replace",
+    ):
         if not callable(reward_fn):
             raise ValueError(f"reward_fn must be callable, got {reward_fn!r}")
         if mode not in ("replace", "add"):
@@ -117,7 +138,9 @@ class ObservationTruncateWrapper(EnvWrapper):
         super().__init__(env)
         self.max_chars = max_chars
 
-    def reset(self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None) -> TimeStep:
+    def reset(
+        self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> TimeStep:
         ts = self.env.reset(task=task, seed=seed, options=options)
         ts.observation = truncate_middle(ts.observation, self.max_chars)
         return ts
@@ -154,7 +177,9 @@ class EpisodeStatisticsWrapper(EnvWrapper):
         self._len = 0
         self._t0 = time.perf_counter()
 
-    def reset(self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None) -> TimeStep:
+    def reset(
+        self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> TimeStep:
         self._ret, self._len, self._t0 = 0.0, 0, time.perf_counter()
         return self.env.reset(task=task, seed=seed, options=options)
 
@@ -181,7 +206,9 @@ class RecorderWrapper(EnvWrapper):
         >>> env = RecorderWrapper(make("docs/echo"), agent=AgentInfo(name="me"))  # doctest: +SKIP
     """
 
-    def __init__(self, env: AgentEnv, *, agent: AgentInfo | None = None, source_format: str = "knowlyr"):
+    def __init__(
+        self, env: AgentEnv, *, agent: AgentInfo | None = None, source_format: str = "knowlyr"
+    ):
         super().__init__(env)
         self.agent = agent or AgentInfo()
         self.source_format = source_format
@@ -195,7 +222,9 @@ class RecorderWrapper(EnvWrapper):
     def trajectory(self) -> Trajectory | None:
         return self.trajectories[-1] if self.trajectories else None
 
-    def reset(self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None) -> TimeStep:
+    def reset(
+        self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> TimeStep:
         ts = self.env.reset(task=task, seed=seed, options=options)
         self._task = _task_info(ts.info.get("task", task), ts.observation, self.env.domain)
         self._steps = []
@@ -217,7 +246,9 @@ class RecorderWrapper(EnvWrapper):
                 else None,
                 message=None if tool else repr(action)[:500],
                 observation=Observation(
-                    output=ts.observation, exit_code=ts.info.get("exit_code"), error=ts.info.get("error")
+                    output=ts.observation,
+                    exit_code=ts.info.get("exit_code"),
+                    error=ts.info.get("error"),
                 ),
                 reward=ts.reward,
                 timestamp=datetime.now(UTC),

@@ -42,14 +42,20 @@ class SandboxConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: Literal["local", "container"] = Field("local", description="'local' (bubblewrap) or 'container' (Docker API).")
-    image: str = Field("knowlyr-sandbox:latest", description="Container image (container backend only).")
+    backend: Literal["local", "container"] = Field(
+        "local", description="'local' (bubblewrap) or 'container' (Docker API)."
+    )
+    image: str = Field(
+        "knowlyr-sandbox:latest", description="Container image (container backend only)."
+    )
     timeout_s: float = Field(30.0, gt=0, description="Default wall-clock limit of one command.")
     cpu_time_s: int = Field(60, gt=0, description="CPU-seconds rlimit per command.")
     memory_mb: int = Field(1024, gt=0, description="Address-space / memory limit.")
     max_processes: int = Field(256, gt=0, description="Process-count limit.")
     max_file_mb: int = Field(64, gt=0, description="Largest file a command may write.")
-    max_output_chars: int = Field(20_000, gt=0, description="Longer command output is truncated with a marker.")
+    max_output_chars: int = Field(
+        20_000, gt=0, description="Longer command output is truncated with a marker."
+    )
     workdir: str = Field("/workspace", description="Workspace path inside the sandbox.")
 
 
@@ -59,7 +65,9 @@ class Sandbox(abc.ABC):
     config: SandboxConfig
 
     @abc.abstractmethod
-    def exec(self, cmd: str, *, timeout: float | None = None, stdin: str | None = None) -> ExecResult:
+    def exec(
+        self, cmd: str, *, timeout: float | None = None, stdin: str | None = None
+    ) -> ExecResult:
         """Run ``cmd`` with ``bash -lc`` in the workspace; never raises for a failing command."""
 
     @abc.abstractmethod
