@@ -1,0 +1,250 @@
+"""What an action *does*, whatever agent wrote it: canonical tool, target, edit payload.
+
+Real logs name the same operation many ways: our ``edit_file(path, old, new)``, OpenHands'
+``str_replace_editor`` (``command``, ``path``, ``old_str``, ``new_str``, ``file_text``),
+OpenHands' ``edit`` event (``path``, ``content``, ``start``, ``end``), agentskills calls inside
+``run_ipython`` code (``open_file('p')``, ``edit_file_by_replace('p', to_replace=..,
+new_content=..)``), and SWE-agent command lines (``open p 293``, ``edit 4:4\\n...\\nend_of_edit``,
+``edit 'old' 'new' False``), either as the tool name or inside a shell command. The rule layer
+needs one view of all of them: :func:`action_facets`.
+
+Categories come from the :class:`~knowlyr.core.profile.DomainProfile` (aliases map external
+names; unknown tools fall back to the generic name heuristic).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from knowlyr.core.profile import DomainProfile, ToolCategory, guess_category
+
+__all__ = ["ActionFacets", "action_facets"]
+
+# Edit kinds.
+NO_EDIT, REPLACE, REGION, UNDO = 0, 1, 2, 3
+
+_OLD_KEYS = ("old_str", "old", "old_string", "to_replace", "search", "find")
+_NEW_KEYS = ("new_str", "new", "new_string", "new_content", "replace")
+_CONTENT_KEYS = ("file_text", "content", "text", "replacement")
+_PATH_KEYS = ("path", "file", "file_path", "filename", "file_name")
+_CMD_KEYS = ("command", "cmd", "args", "input", "code")
+
+_SWE_READ = {"open", "goto", "scroll_up", "scroll_down", "cat", "head", "tail", "less", "more"}
+_SWE_SEARCH = {"find_file", "search_dir", "search_file", "grep", "find", "rg"}
+_SWE_COMMANDS = {
+    "edit",
+    "open",
+    "create",
+    "goto",
+    "scroll_up",
+    "scroll_down",
+    "find_file",
+    "search_dir",
+    "search_file",
+}
+_SHELL_TOOLS = {"bash", "run", "execute_bash", "shell", "cmd", "terminal", "swe-agent", "swe_agent"}
+_IPY_TOOLS = {"run_ipython", "ipython", "python", "execute_ipython_cell"}
+_AGENTSKILLS_READ = {"open_file", "goto_line", "scroll_down", "scroll_up"}
+_AGENTSKILLS_EDIT = {"edit_file_by_replace", "insert_content_at_line", "append_file", "edit_file"}
+_AGENTSKILLS_WRITE = {"create_file"}
+_AGENTSKILLS_SEARCH = {"search_dir", "search_file", "find_file"}
+
+
+@dataclass(frozen=True, slots=True)
+class ActionFacets:
+    """The rule-relevant view of one action.
+
+    Attributes:
+        tool: canonical tool name (after aliases and command parsing).
+        category: the tool's :class:`ToolCategory` value.
+        target: the object acted on (a file path, URL...), or ``None``.
+        edit_kind: 0 none, 1 replace ``old``->``new``, 2 region/whole-file content, 3 undo.
+        old: replaced text (kind 1) or the region key (kind 2), else ``None``.
+        new: replacement text (kind 1) or new region content (kind 2), else ``None``.
+    """
+
+    tool: str
+    category: str
+    target: str | None
+    edit_kind: int = NO_EDIT
+    old: str | None = None
+    new: str | None = None
+
+
+def _first(params: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for k in keys:
+        v = params.get(k)
+        if v is not None:
+            return v
+    return None
+
+
+def _split(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError:
+        return line.split()
+
+
+def _swe_command(text: str, open_file: str | None) -> ActionFacets | None:
+    """Interpret a SWE-agent (or plain shell) command line; ``None`` if it is just a command."""
+    text = text.strip()
+    if not text:
+        return None
+    first_line, _, rest = text.partition("\n")
+    word = first_line.split(maxsplit=1)[0]
+    if word == "edit":
+        arg = first_line[4:].strip()
+        m = re.fullmatch(r"(\d+)\s*:\s*(\d+)", arg)
+        if m:  # edit START:END\n<text>\nend_of_edit, on the open file
+            body = rest.rsplit("end_of_edit", 1)[0] if "end_of_edit" in rest else rest
+            return ActionFacets("edit_file", "write", open_file, REGION, f"{m[1]}:{m[2]}", body)
+        parts = _split(text[4:])
+        if len(parts) >= 2:  # edit 'search' 'replace' [replace-all]
+            return ActionFacets("edit_file", "write", open_file, REPLACE, parts[0], parts[1])
+        return ActionFacets("edit_file", "write", open_file)
+    if word == "create":
+        parts = _split(first_line)
+        return ActionFacets(
+            "write_file", "write", parts[1] if len(parts) > 1 else None, REGION, "*", ""
+        )
+    if word in _SWE_READ:
+        parts = _split(first_line)
+        target = (
+            parts[1]
+            if len(parts) > 1 and word not in ("goto", "scroll_up", "scroll_down")
+            else open_file
+        )
+        if word in ("head", "tail") and len(parts) > 1:
+            target = parts[-1]
+        return ActionFacets("read_file", "read", target)
+    if word in _SWE_SEARCH:
+        parts = _split(first_line)
+        return ActionFacets("grep", "search", parts[1] if len(parts) > 1 else None)
+    if word in ("submit", "exit"):
+        return ActionFacets("submit", "submit", None)
+    return None
+
+
+def _ipython(code: str) -> ActionFacets | None:
+    """An agentskills call (``open_file('p')`` ...) as the whole cell, else ``None``."""
+    head = code.lstrip()[:40]
+    if not any(
+        head.startswith(n)
+        for n in (
+            "open_file",
+            "edit_file",
+            "create_file",
+            "goto",
+            "scroll",
+            "search_",
+            "find_file",
+            "insert_",
+            "append_",
+        )
+    ):
+        return None
+    try:
+        tree = ast.parse(code.strip())
+    except SyntaxError:
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
+        return None
+    call = tree.body[0].value
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+        return None
+    name = call.func.id
+    try:
+        args = [ast.literal_eval(a) for a in call.args]
+        kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+    except (ValueError, SyntaxError):
+        return None
+    path = args[0] if args and isinstance(args[0], str) else kw.get("file_name") or kw.get("path")
+    if name in _AGENTSKILLS_READ:
+        return ActionFacets("read_file", "read", path if name == "open_file" else None)
+    if name == "edit_file_by_replace":
+        old = args[1] if len(args) > 1 else kw.get("to_replace")
+        new = args[2] if len(args) > 2 else kw.get("new_content")
+        return ActionFacets("edit_file", "write", path, REPLACE, old, new)
+    if name in _AGENTSKILLS_EDIT:
+        return ActionFacets(
+            "edit_file",
+            "write",
+            path,
+            REGION,
+            f"{name}:{kw.get('line_number', '')}",
+            str(args[1:]) + str(kw),
+        )
+    if name in _AGENTSKILLS_WRITE:
+        return ActionFacets("write_file", "write", path, REGION, "*", "")
+    if name in _AGENTSKILLS_SEARCH:
+        return ActionFacets("grep", "search", args[0] if args else None)
+    return None
+
+
+def action_facets(
+    profile: DomainProfile, tool: str, params: dict[str, Any], open_file: str | None = None
+) -> ActionFacets:
+    """The rule-relevant view of ``tool(params)``.
+
+    Args:
+        profile: maps external names through its aliases and gives categories.
+        tool: the tool name as logged.
+        params: the parameters as logged.
+        open_file: the file a SWE-agent-style session has open (``edit`` applies to it).
+
+    Example:
+        >>> from knowlyr.core import get_profile
+        >>> action_facets(get_profile("coding"), "str_replace_editor",
+        ...               {"command": "view", "path": "/a.py"}).tool
+        'read_file'
+    """
+    name = profile.canonical(tool, params)
+    spec = profile.tool(tool, params)
+    category = spec.category if spec is not None else guess_category(name)
+    cmd = _first(params, _CMD_KEYS)
+    if isinstance(cmd, str):
+        f = None
+        if tool in _IPY_TOOLS and "code" in params:
+            f = _ipython(cmd)
+        elif tool in _SWE_COMMANDS:
+            f = _swe_command(f"{tool} {cmd}", open_file)
+        elif tool in _SHELL_TOOLS or category == ToolCategory.EXECUTE:
+            f = _swe_command(cmd, open_file)
+        if f is not None:
+            return f
+    elif tool in _SWE_COMMANDS and not _first(params, _PATH_KEYS + _OLD_KEYS + _CONTENT_KEYS):
+        f = _swe_command(tool, open_file)  # an argument-less SWE-agent command
+        if f is not None:
+            return f
+    key = spec.stateful_key if spec is not None else None
+    target = params.get(key) if key else None
+    if target is None:
+        target = _first(params, _PATH_KEYS)
+    target = str(target) if target is not None else None
+    if category == ToolCategory.WRITE:
+        if params.get("command") == "undo_edit":
+            return ActionFacets(name, category.value, target, UNDO)
+        old, new = _first(params, _OLD_KEYS), _first(params, _NEW_KEYS)
+        if old is not None and new is not None:
+            return ActionFacets(name, category.value, target, REPLACE, str(old), str(new))
+        content = _first(params, _CONTENT_KEYS)
+        if content is not None:
+            region = f"{params.get('start', '')}:{params.get('end', '')}"
+            if params.get("command") == "insert" or "insert_line" in params:
+                region = f"insert:{params.get('insert_line', '')}"
+            return ActionFacets(name, category.value, target, REGION, region, str(content))
+        if new is not None and params.get("command") == "insert":
+            return ActionFacets(
+                name,
+                category.value,
+                target,
+                REGION,
+                f"insert:{params.get('insert_line', '')}",
+                str(new),
+            )
+    return ActionFacets(name, category.value, target)

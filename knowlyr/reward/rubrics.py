@@ -1,0 +1,145 @@
+"""Rubrics: the named dimensions a step is scored on, and which layer scores each.
+
+Rule rubrics (``non_redundancy``, ``non_regression``, ``info_utilization``, ``efficiency``) are
+computed by :mod:`knowlyr.reward.rules`; every other rubric is scored by the LLM judge
+(:mod:`knowlyr.reward.judge`): the three defaults ``goal_progress``, ``tool_selection`` and
+``param_correctness``, plus any rubric a :class:`~knowlyr.core.profile.DomainProfile` adds to
+its ``rubric_weights``. Weights come from the profile and are normalised to sum to 1.
+
+Example:
+    >>> from knowlyr.core import get_profile
+    >>> [r.name for r in judge_rubrics(get_profile("coding"))]
+    ['goal_progress', 'tool_selection', 'param_correctness']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from knowlyr.core.profile import DomainProfile
+from knowlyr.errors import ConfigError
+
+__all__ = [
+    "JUDGE_RUBRICS",
+    "RUBRIC_VERSION",
+    "RULE_RUBRICS",
+    "Rubric",
+    "all_rubrics",
+    "judge_rubrics",
+    "resolve_weights",
+]
+
+#: Bumped whenever a rubric's wording or a rule's definition changes: part of the config hash.
+RUBRIC_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """One scored dimension. Scores are in [0, 1], higher is better."""
+
+    name: str
+    description: str
+    layer: Literal["rules", "judge"]
+
+
+RULE_RUBRICS: dict[str, Rubric] = {
+    r.name: r
+    for r in (
+        Rubric(
+            "non_redundancy",
+            "0 when the step repeats an identical earlier call (or re-reads a file) with no "
+            "state change in between, else 1.",
+            "rules",
+        ),
+        Rubric(
+            "non_regression",
+            "0 when the step undoes an earlier applied edit of the same file, else 1.",
+            "rules",
+        ),
+        Rubric(
+            "info_utilization",
+            "1 when the action uses a path, identifier or value an earlier observation "
+            "revealed, 0 when it ignores everything revealed so far; not scored when nothing "
+            "was revealed yet or the action has no salient parameters.",
+            "rules",
+        ),
+        Rubric(
+            "efficiency",
+            "1 for steps within the task's reference length (TaskInfo reference_steps, else "
+            "the median length of the batch's trajectories for the same task), "
+            "reference/(index+1) for steps beyond it.",
+            "rules",
+        ),
+    )
+}
+
+JUDGE_RUBRICS: dict[str, Rubric] = {
+    r.name: r
+    for r in (
+        Rubric(
+            "goal_progress",
+            "How much this step moves the agent toward completing the task.",
+            "judge",
+        ),
+        Rubric(
+            "tool_selection",
+            "Whether this tool is the right one to call at this point.",
+            "judge",
+        ),
+        Rubric(
+            "param_correctness",
+            "Whether the parameters are correct and well-formed for what the step is trying "
+            "to do (right file, right string, valid syntax).",
+            "judge",
+        ),
+    )
+}
+
+
+def judge_rubrics(profile: DomainProfile) -> list[Rubric]:
+    """The rubrics the LLM judge scores for ``profile``: the defaults plus profile additions.
+
+    A rubric the profile weights that is neither a rule rubric nor a default judge rubric is
+    an addition; it is judged with its name as description.
+    """
+    out = list(JUDGE_RUBRICS.values())
+    for name in profile.rubric_weights:
+        if name not in JUDGE_RUBRICS and name not in RULE_RUBRICS:
+            out.append(Rubric(name, name.replace("_", " ").capitalize() + ".", "judge"))
+    return out
+
+
+def all_rubrics(profile: DomainProfile) -> list[Rubric]:
+    """Every rubric known for ``profile``: rule rubrics then judge rubrics."""
+    return list(RULE_RUBRICS.values()) + judge_rubrics(profile)
+
+
+def resolve_weights(
+    profile: DomainProfile, weights: dict[str, float] | None, rubrics: list[str]
+) -> dict[str, float]:
+    """Normalised weights over ``rubrics``.
+
+    ``weights`` (if given) overrides the profile's ``rubric_weights``; rubrics without a weight
+    get 0; the result sums to 1 over the active rubrics.
+
+    Raises:
+        ConfigError: a negative weight, an unknown rubric name, or all active weights zero.
+    """
+    base = dict(profile.rubric_weights if weights is None else weights)
+    known = set(RULE_RUBRICS) | {r.name for r in judge_rubrics(profile)}
+    for k, w in base.items():
+        if k not in known:
+            raise ConfigError(
+                f"weights: unknown rubric {k!r}; known rubrics: {', '.join(sorted(known))}"
+            )
+        if w < 0:
+            raise ConfigError(f"weights: rubric {k!r} must be >= 0, got {w}")
+    active = {r: float(base.get(r, 0.0)) for r in rubrics}
+    total = sum(active.values())
+    if total <= 0:
+        raise ConfigError(
+            f"weights: the active rubrics {rubrics} have total weight {total}; give at least "
+            "one of them a positive weight (or add the 'judge' layer for judge rubrics)"
+        )
+    return {k: v / total for k, v in active.items()}
