@@ -1,0 +1,520 @@
+"""OpenHands: event lists (``trajs/*.json``) and resolver / evaluation ``output.jsonl`` rows.
+
+An event list is a JSON array of actions and observations::
+
+    {"id": 3, "timestamp": "...", "source": "agent", "action": "run", "args": {"command": "ls", "thought": ...},
+     "tool_call_metadata": {"function_name": "execute_bash", "model_response": {..., "usage": {...}}}}
+    {"id": 4, "cause": 3, "observation": "run", "content": "...", "extras": {"metadata": {"exit_code": 0}}}
+
+Older logs (resolver ``output.jsonl``) write the same events flat (``{"action": "run",
+"command": ..., "thought": ...}``, ``{"observation": "run", "content": ..., "exit_code": 0}``)
+without ids, or as ``[action, observation]`` pairs. Observations are matched to their
+action by ``cause``, else to the latest action still waiting for one.
+
+Mapping: ``run`` -> ``bash {"command"}``; ``run_ipython`` -> ``run_ipython {"code"}``;
+``str_replace_editor`` calls keep ``command, path, old_str, new_str, file_text, insert_line,
+view_range`` (from the model's own tool-call arguments when the log has them); ``read`` /
+``write`` / ``edit`` keep ``path`` (+ ``content``, ``start``, ``end``); ``finish`` ends the
+episode (its message and ``task_completed`` go to the outcome); agent ``message`` actions
+become message steps, and a user's reply becomes that step's observation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from knowlyr.recorder.base import (
+    Adapter,
+    agent_info,
+    as_float,
+    as_int,
+    as_str,
+    observation,
+    outcome,
+    parse_time,
+    register_adapter,
+    step,
+    task,
+    tool_call,
+    trajectory,
+    usage,
+)
+from knowlyr.trajectory import Step, Trajectory
+
+__all__ = ["OpenHandsEventsAdapter", "OpenHandsOutputAdapter", "convert_events"]
+
+_META = frozenset(
+    {
+        "id",
+        "timestamp",
+        "source",
+        "message",
+        "cause",
+        "tool_call_metadata",
+        "timeout",
+        "llm_metrics",
+        "action",
+        "observation",
+        "args",
+        "extras",
+        "hidden",
+        "security_risk",
+    }
+)
+_SKIP_ACTIONS = frozenset(
+    {"system", "recall", "change_agent_state", "null", "condensation", "condensation_request"}
+)
+_SKIP_OBS = frozenset(
+    {"agent_state_changed", "null", "recall", "condensation", "user_rejected_skip"}
+)
+_EDITOR_KEYS = ("command", "path", "file_text", "old_str", "new_str", "insert_line", "view_range")
+_FILE_KEYS = ("path", "content", "start", "end")
+
+
+def _is_event(e: Any) -> bool:
+    return isinstance(e, dict) and ("action" in e or "observation" in e)
+
+
+def _is_event_list(x: Any) -> bool:
+    if not isinstance(x, list) or not x:
+        return False
+    for e in x[:3]:
+        if isinstance(e, list) and e and all(_is_event(p) for p in e):
+            continue
+        if not _is_event(e):
+            return False
+    return True
+
+
+def _flatten(history: list[Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for e in history:
+        if isinstance(e, list):  # [action, observation] pairs (older OpenHands)
+            out.extend(p for p in e if isinstance(p, dict) and p)
+        elif isinstance(e, dict):
+            out.append(e)
+    return out
+
+
+def _as_dict(x: Any) -> dict[str, Any]:
+    if isinstance(x, dict):
+        return x
+    if isinstance(x, str) and x.startswith("{"):
+        try:
+            v = orjson.loads(x)
+        except orjson.JSONDecodeError:
+            return {}
+        return v if isinstance(v, dict) else {}
+    return {}
+
+
+def _args(e: dict[str, Any], key: str) -> dict[str, Any]:
+    """``args`` / ``extras`` of a new-style event, or the event's own fields for flat events."""
+    v = e.get(key)
+    if v is not None:
+        return _as_dict(v)
+    skip = _META if key == "args" else _META | {"content"}
+    return {k: v for k, v in e.items() if k not in skip}
+
+
+def _tool_args(tcm: dict[str, Any]) -> dict[str, Any] | None:
+    """The model's own arguments for this call, from ``tool_call_metadata.model_response``."""
+    resp = tcm.get("model_response")
+    if not isinstance(resp, dict):
+        return None
+    call_id = tcm.get("tool_call_id")
+    for ch in resp.get("choices") or ():
+        msg = ch.get("message") if isinstance(ch, dict) else None
+        for call in (msg or {}).get("tool_calls") or ():
+            if isinstance(call, dict) and (call_id is None or call.get("id") == call_id):
+                fn = call.get("function") or {}
+                a = _as_dict(fn.get("arguments")) if isinstance(fn, dict) else {}
+                return a
+    return None
+
+
+def _model_usage(tcm: dict[str, Any]) -> tuple[Any, Any, Any]:
+    resp = tcm.get("model_response")
+    if not isinstance(resp, dict):
+        return None, None, None
+    u = resp.get("usage")
+    if not isinstance(u, dict):
+        return None, None, resp.get("model")
+    return u.get("prompt_tokens"), u.get("completion_tokens"), resp.get("model")
+
+
+def _pick(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: d[k] for k in keys if d.get(k) not in (None, "")}
+
+
+def _action(name: str, args: dict[str, Any], tcm: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    fn = tcm.get("function_name") if tcm else None
+    if name == "run":
+        return "bash", {"command": as_str(args.get("command"))}
+    if name == "run_ipython":
+        return "run_ipython", {"code": as_str(args.get("code"))}
+    if fn == "str_replace_editor" or (
+        args.get("impl_source") == "oh_aci" and name in ("read", "edit")
+    ):
+        params = _tool_args(tcm) if tcm else None
+        if not params:
+            params = _pick(args, _EDITOR_KEYS)
+            if "command" not in params:
+                if name == "read":
+                    params["command"] = "view"
+                elif args.get("old_str"):
+                    params["command"] = "str_replace"
+                else:
+                    params["command"] = "create"
+                    if "file_text" not in params and args.get("content"):
+                        params["file_text"] = args["content"]
+        return "str_replace_editor", params
+    if name in ("read", "write", "edit"):
+        return name, _pick(args, _FILE_KEYS)
+    if name == "browse":
+        return "browse", _pick(args, ("url",))
+    if name == "browse_interactive":
+        return "browse_interactive", _pick(args, ("browser_actions",))
+    if name == "think":
+        return "think", {"thought": as_str(args.get("thought"))}
+    if name == "call_tool_mcp":
+        a = args.get("arguments")
+        return as_str(args.get("name")) or "call_tool_mcp", a if isinstance(a, dict) else {}
+    if name == "delegate":
+        return "delegate", _pick(args, ("agent", "inputs"))
+    params = {
+        k: v
+        for k, v in args.items()
+        if k
+        not in (
+            "thought",
+            "impl_source",
+            "is_confirmed",
+            "action_risk",
+            "keep_prompt",
+            "confirmation_state",
+            "security_risk",
+        )
+    }
+    return fn or name, params
+
+
+def _exit_code(e: dict[str, Any], extras: dict[str, Any]) -> int | None:
+    code = extras.get("exit_code", e.get("exit_code"))
+    if code is None and isinstance(extras.get("metadata"), dict):
+        code = extras["metadata"].get("exit_code")
+    return as_int(code)
+
+
+def convert_events(
+    events: list[Any],
+    *,
+    instruction: str | None = None,
+    costs: list[Any] | None = None,
+) -> tuple[list[Step], dict[str, Any]]:
+    """Steps from an OpenHands event list, plus what the events say about the run.
+
+    Returns:
+        ``(steps, info)`` where ``info`` has ``instruction``, ``model``, ``finish``
+        (message, outputs, task_completed), ``error`` and ``system_prompt`` when present.
+    """
+    steps: list[Step] = []
+    by_id: dict[Any, Step] = {}
+    waiting: list[Step] = []  # actions still without an observation, oldest first
+    info: dict[str, Any] = {"instruction": instruction}
+    starts: dict[int, datetime] = {}
+    pending_user: list[str] = []
+    seen_user = False
+    for e in _flatten(events):
+        src = e.get("source")
+        if "action" in e:
+            name = as_str(e.get("action"))
+            args = _args(e, "args")
+            if name in _SKIP_ACTIONS:
+                if name == "system":
+                    info["system_prompt"] = as_str(args.get("content"))
+                continue
+            if name == "message":
+                text = as_str(args.get("content", e.get("message")))
+                if src == "user" or (src is None and not steps and not seen_user):
+                    if not seen_user:  # the task itself
+                        seen_user = True
+                        if info["instruction"] is None:
+                            info["instruction"] = text
+                        continue
+                    last = steps[-1] if steps else None
+                    if last is not None and last.action is None and last.observation is None:
+                        last.observation = observation(
+                            text
+                        )  # the user's reply to the agent's message
+                    else:
+                        pending_user.append(text)
+                    continue
+                s = step(
+                    len(steps),
+                    message=text,
+                    thought=args.get("thought", ""),
+                    timestamp=e.get("timestamp"),
+                )
+            else:
+                tcm = _as_dict(e.get("tool_call_metadata"))
+                tool, params = _action(name, args, tcm)
+                thought = args.get("thought")
+                if thought is None and tcm:  # the model's text that came with the tool call
+                    for ch in (tcm.get("model_response") or {}).get("choices") or ():
+                        if isinstance(ch, dict) and isinstance(ch.get("message"), dict):
+                            thought = ch["message"].get("content")
+                        break
+                p, c, model = _model_usage(tcm) if tcm else (None, None, None)
+                if model and not info.get("model"):
+                    info["model"] = as_str(model)
+                if name in ("finish", "reject"):
+                    info["finish"] = {
+                        "tool": name,
+                        "message": as_str(
+                            args.get("final_thought") or args.get("thought") or e.get("message")
+                        ),
+                        "outputs": args.get("outputs"),
+                        "task_completed": args.get("task_completed"),
+                    }
+                    msg = info["finish"]["message"]
+                    params = {"message": msg} if msg else {}
+                    if args.get("outputs"):
+                        params["outputs"] = args["outputs"]
+                    if args.get("task_completed") is not None:
+                        params["task_completed"] = args["task_completed"]
+                s = step(
+                    len(steps),
+                    thought=thought,
+                    action=tool_call(tool, params, tcm.get("tool_call_id") if tcm else None),
+                    usage=usage(p, c),
+                    timestamp=e.get("timestamp"),
+                )
+                waiting.append(s)
+            if pending_user:
+                s.metadata["user_message"] = "\n".join(pending_user)
+                pending_user.clear()
+            if s.timestamp is not None:
+                starts[s.index] = s.timestamp
+            steps.append(s)
+            if e.get("id") is not None:
+                by_id[e["id"]] = s
+            continue
+        if "observation" not in e:
+            continue
+        kind = as_str(e.get("observation"))
+        if kind in _SKIP_OBS:
+            if kind == "agent_state_changed":
+                st = _args(e, "extras").get("agent_state")
+                if st == "error":
+                    info["error"] = as_str(
+                        e.get("message") or _args(e, "extras").get("reason") or "agent error"
+                    )
+            continue
+        target = by_id.get(e.get("cause")) if e.get("cause") is not None else None
+        if target is None or target.observation is not None:
+            target = waiting[0] if waiting else None
+        if target is None:
+            continue
+        for i, w in enumerate(waiting):
+            if w is target:
+                del waiting[i]
+                break
+        extras = _args(e, "extras")
+        content = e.get("content", extras.get("content"))
+        if kind == "error":
+            target.observation = observation(content, None, as_str(content) or "error")
+        else:
+            target.observation = observation(content, _exit_code(e, extras))
+        t_end = parse_time(e.get("timestamp"))
+        t0 = starts.get(target.index)
+        if t_end is not None and t0 is not None and (t_end.tzinfo is None) == (t0.tzinfo is None):
+            target.duration_s = max((t_end - t0).total_seconds(), 0.0)
+    if pending_user and steps:
+        steps[-1].metadata["user_message_after"] = "\n".join(pending_user)
+    if costs:
+        agent_steps = [s for s in steps if s.action is not None or s.message is not None]
+        if len(costs) == len(agent_steps):
+            for s, cost in zip(agent_steps, costs, strict=True):
+                u = s.usage
+                s.usage = usage(
+                    u.prompt_tokens if u else None, u.completion_tokens if u else None, cost
+                )
+    return steps, info
+
+
+def _finish_outcome(info: dict[str, Any], **kw: Any) -> Any:
+    fin = info.get("finish")
+    tc = as_str(fin.get("task_completed")).lower() if fin else ""
+    success = kw.pop("success", None)
+    if success is None and tc in ("true", "false"):
+        success = tc == "true"
+    if fin and fin["tool"] == "reject" and success is None:
+        success = False
+    reason = kw.pop("reason", None) or info.get("error") or (fin["tool"] if fin else None)
+    return outcome(
+        success=success,
+        terminated=fin is not None,
+        truncated=fin is None and not info.get("error"),
+        reason=reason,
+        **kw,
+    )
+
+
+def _instruction_id(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+class OpenHandsEventsAdapter(Adapter):
+    """A JSON array of OpenHands action / observation events (``tests/runtime/trajs/*.json``)."""
+
+    name = "openhands"
+    description = "OpenHands event list: JSON array of action/observation events (id, source, args, cause, extras)"
+    extensions = (".json",)
+    priority = 20
+
+    def sniff(self, obj: Any) -> bool:
+        return _is_event_list(obj)
+
+    def convert(self, obj: Any, *, path: str | None = None, line: int | None = None) -> Trajectory:
+        if not isinstance(obj, list):
+            raise self.fail(
+                f"expected a JSON array of events, got {type(obj).__name__}", path=path, line=line
+            )
+        if not obj:
+            raise self.fail("the event list is empty", path=path, line=line)
+        steps, info = convert_events(obj)
+        if not steps and info["instruction"] is None:
+            raise self.fail(
+                "no action or observation events (need 'action'/'observation' keys)",
+                path=path,
+                line=line,
+            )
+        instr = info["instruction"] or ""
+        md = {"system_prompt": info["system_prompt"]} if info.get("system_prompt") else None
+        return trajectory(
+            task(_instruction_id(instr), instr, domain="coding"),
+            steps,
+            agent=agent_info("openhands", info.get("model")),
+            outcome=_finish_outcome(info),
+            metadata=md,
+        )
+
+
+def _tests(test_result: dict[str, Any], row: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(resolved, passed, failed) from an evaluation row's ``test_result`` / ``report``."""
+    report = (
+        test_result.get("report")
+        if isinstance(test_result.get("report"), dict)
+        else row.get("report")
+    )
+    report = report if isinstance(report, dict) else {}
+    resolved = row.get("resolved", report.get("resolved", test_result.get("resolved")))
+    passed = failed = None
+    status = report.get("tests_status")
+    if isinstance(status, dict):
+        passed = failed = 0
+        for group in status.values():
+            if isinstance(group, dict):
+                passed += len(group.get("success") or ())
+                failed += len(group.get("failure") or ())
+    return (resolved if isinstance(resolved, bool) else None), passed, failed
+
+
+class OpenHandsOutputAdapter(Adapter):
+    """One row of an OpenHands resolver or evaluation ``output.jsonl`` (``history`` + results)."""
+
+    name = "openhands_output"
+    description = "OpenHands resolver/evaluation output.jsonl rows: instance_id/issue, instruction, history, metrics, test_result, error"
+    extensions = (".jsonl", ".json")
+    priority = 20
+
+    def sniff(self, obj: Any) -> bool:
+        if not isinstance(obj, dict) or not isinstance(obj.get("history"), list):
+            return False
+        if "trajectory" in obj or ("info" in obj and "environment" in obj):
+            return False  # SWE-agent
+        h = obj["history"]
+        return (
+            not h and any(k in obj for k in ("instance_id", "test_result", "git_patch"))
+        ) or _is_event_list(h)
+
+    def split(self, doc: Any) -> list[Any]:
+        return doc if isinstance(doc, list) else [doc]
+
+    def convert(self, obj: Any, *, path: str | None = None, line: int | None = None) -> Trajectory:
+        if not isinstance(obj, dict):
+            raise self.fail(
+                f"expected a JSON object per row, got {type(obj).__name__}", path=path, line=line
+            )
+        history = obj.get("history")
+        if not isinstance(history, list):
+            raise self.fail("row has no 'history' list of events", path=path, line=line)
+        metrics = obj.get("metrics") if isinstance(obj.get("metrics"), dict) else {}
+        costs = metrics.get("costs")
+        if isinstance(costs, list):
+            costs = [c.get("cost") if isinstance(c, dict) else c for c in costs]
+        instruction = obj.get("instruction")
+        steps, info = convert_events(
+            history,
+            instruction=as_str(instruction) if instruction else None,
+            costs=costs if isinstance(costs, list) else None,
+        )
+        instr = info["instruction"] or ""
+        test_result = obj.get("test_result") if isinstance(obj.get("test_result"), dict) else {}
+        resolved, passed, failed = _tests(test_result, obj)
+        success = obj.get("success") if isinstance(obj.get("success"), bool) else resolved
+        issue = obj.get("issue") if isinstance(obj.get("issue"), dict) else {}
+        instance = obj.get("instance") if isinstance(obj.get("instance"), dict) else {}
+        task_id = obj.get("instance_id") or instance.get("instance_id")
+        if not task_id and issue.get("repo"):
+            task_id = f"{as_str(issue.get('owner'))}/{as_str(issue['repo'])}#{as_str(issue.get('number'))}"
+        error = obj.get("error")
+        md: dict[str, Any] = {}
+        patch = test_result.get("git_patch", obj.get("git_patch"))
+        if patch:
+            md["git_patch"] = as_str(patch)
+        for k in ("result_explanation", "comment_success", "issue_type", "base_commit"):
+            if obj.get(k) not in (None, ""):
+                md[k] = obj[k]
+        if "accumulated_cost" in metrics:
+            md["cost_usd"] = as_float(metrics["accumulated_cost"])
+        if info.get("system_prompt"):
+            md["system_prompt"] = info["system_prompt"]
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        llm = meta.get("llm_config") if isinstance(meta.get("llm_config"), dict) else {}
+        tmeta = {k: issue[k] for k in ("owner", "repo", "number", "title") if k in issue}
+        if instance.get("repo"):
+            tmeta["repo"] = instance["repo"]
+        if instance.get("base_commit"):
+            tmeta["base_commit"] = instance["base_commit"]
+        return trajectory(
+            task(
+                task_id or _instruction_id(instr),
+                instr,
+                domain="coding",
+                suite=meta.get("dataset") if meta else None,
+                metadata=tmeta,
+            ),
+            steps,
+            agent=agent_info(
+                f"openhands/{meta['agent_class']}" if meta.get("agent_class") else "openhands",
+                llm.get("model") or info.get("model"),
+            ),
+            outcome=_finish_outcome(
+                info,
+                success=success,
+                tests_passed=passed,
+                tests_failed=failed,
+                reason=as_str(error) if error else None,
+            ),
+            metadata=md,
+        )
+
+
+register_adapter(OpenHandsEventsAdapter)
+register_adapter(OpenHandsOutputAdapter)

@@ -1,0 +1,442 @@
+"""Adapter protocol, the adapter registry and fast, type-safe trajectory builders.
+
+An adapter turns one *record* of a log format into a :class:`~knowlyr.trajectory.Trajectory`.
+What a record is depends on the file: a whole JSON document (an OpenHands event list, a
+SWE-agent ``.traj``), one line of a JSONL file (an OpenHands ``output.jsonl`` row), or a
+whole JSONL file for session formats (a Claude Code session is one trajectory made of many
+lines: :attr:`Adapter.session`).
+
+Adapters build steps with :func:`step`, :func:`tool_call`, :func:`observation`... which
+construct the pydantic models without re-validating them (the builders coerce every value
+to the field's type first, so the result is what validation would give). That is what makes
+conversion cheap; ``tests/recorder`` checks every adapter's output re-validates unchanged.
+
+Example:
+    >>> from knowlyr.recorder import Adapter, register_adapter
+    >>> class MyLog(Adapter):
+    ...     name = "mylog"
+    ...     description = "My agent's JSON: {task, steps: [{cmd, out}]}"
+    ...     def sniff(self, obj):
+    ...         return isinstance(obj, dict) and "steps" in obj and "cmd" in str(obj)[:200]
+    ...     def convert(self, obj, *, path=None, line=None):
+    ...         steps = [step(i, action=tool_call("bash", {"command": s["cmd"]}),
+    ...                       observation=observation(s["out"])) for i, s in enumerate(obj["steps"])]
+    ...         return trajectory(task(str(obj["task"])), steps)
+    >>> register_adapter(MyLog())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import difflib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, ClassVar
+
+from knowlyr.errors import RecordError, UnknownFormatError
+from knowlyr.trajectory import (
+    SCHEMA_VERSION,
+    AgentInfo,
+    Observation,
+    Outcome,
+    Source,
+    Step,
+    TaskInfo,
+    ToolCall,
+    Trajectory,
+    Usage,
+)
+
+__all__ = [
+    "Adapter",
+    "adapters",
+    "agent_info",
+    "as_float",
+    "as_int",
+    "as_opt_str",
+    "as_str",
+    "get_adapter",
+    "list_formats",
+    "observation",
+    "outcome",
+    "parse_time",
+    "register_adapter",
+    "source",
+    "step",
+    "task",
+    "tool_call",
+    "trajectory",
+    "usage",
+]
+
+
+class Adapter(ABC):
+    """One log format. Subclass, set :attr:`name`, implement :meth:`sniff` and :meth:`convert`.
+
+    Attributes:
+        name: the format name users pass as ``-f``/``format=``.
+        description: one line for ``knowlyr record formats``.
+        extensions: file suffixes this format is written with (detection hint only).
+        session: ``True`` when a whole JSONL file is ONE record (its lines are passed to
+            :meth:`convert` as a list), ``False`` when each line is its own record.
+        priority: detection order, lower first (put specific formats before generic ones).
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    extensions: ClassVar[tuple[str, ...]] = (".json", ".jsonl")
+    session: ClassVar[bool] = False
+    priority: ClassVar[int] = 100
+
+    @abstractmethod
+    def sniff(self, obj: Any) -> bool:
+        """Whether ``obj`` (a parsed JSON document, or the first line of a JSONL file) is this format."""
+
+    def split(self, doc: Any) -> list[Any]:
+        """The records of a parsed JSON document (default: the document is one record)."""
+        return [doc]
+
+    @abstractmethod
+    def convert(self, obj: Any, *, path: str | None = None, line: int | None = None) -> Trajectory:
+        """Convert one record. Raise :class:`~knowlyr.errors.RecordError` with a reason when it is malformed."""
+
+    def fail(self, reason: str, *, path: str | None = None, line: int | None = None) -> RecordError:
+        """A :class:`RecordError` naming this format (``raise self.fail("no 'history'")``)."""
+        return RecordError(f"{self.name}: {reason}", path=path, line=line)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+_REGISTRY: dict[str, Adapter] = {}
+
+
+def register_adapter(adapter: Adapter | type[Adapter], *, replace: bool = False) -> Adapter:
+    """Register an adapter (instance or class) under its ``name``.
+
+    Raises:
+        ValueError: when the adapter has no name, or the name is taken and ``replace`` is False.
+    """
+    inst = adapter() if isinstance(adapter, type) else adapter
+    if not inst.name:
+        raise ValueError(f"{type(inst).__name__}.name is empty: set a format name")
+    if inst.name in _REGISTRY and not replace and type(_REGISTRY[inst.name]) is not type(inst):
+        raise ValueError(
+            f"format {inst.name!r} is already registered; pass replace=True to override it"
+        )
+    _REGISTRY[inst.name] = inst
+    return inst
+
+
+def _ensure_builtin() -> None:
+    if not _REGISTRY or "openhands" not in _REGISTRY:
+        import knowlyr.recorder.adapters  # noqa: F401  registers the built-in adapters
+
+
+def list_formats() -> list[str]:
+    """Names of the registered formats, in detection order."""
+    return [a.name for a in adapters()]
+
+
+def adapters() -> list[Adapter]:
+    """The registered adapters, in detection order."""
+    _ensure_builtin()
+    return sorted(_REGISTRY.values(), key=lambda a: (a.priority, a.name))
+
+
+def get_adapter(name: str) -> Adapter:
+    """The adapter registered as ``name``.
+
+    Raises:
+        UnknownFormatError: naming the known formats (and the closest one).
+    """
+    _ensure_builtin()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = sorted(_REGISTRY)
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise UnknownFormatError(
+            f"unknown format {name!r}.{hint} Known formats: {', '.join(known)}"
+        ) from None
+
+
+# -- coercion ---------------------------------------------------------------------------------
+
+
+def as_str(x: Any) -> str:
+    """A value as text: ``None`` -> ``""``, str kept, anything else JSON-ish via str()."""
+    if x is None:
+        return ""
+    if isinstance(x, str):
+        return x
+    if isinstance(x, list):
+        # content-part lists ([{"type": "text", "text": ...}]) and plain lists of strings
+        parts = []
+        for p in x:
+            if isinstance(p, dict):
+                t = p.get("text", p.get("content"))
+                parts.append(as_str(t))
+            else:
+                parts.append(as_str(p))
+        return "\n".join(parts)
+    return str(x)
+
+
+def as_opt_str(x: Any) -> str | None:
+    return None if x is None else as_str(x)
+
+
+def as_int(x: Any) -> int | None:
+    """An int, or ``None`` when ``x`` is missing or not a number (bools are not ints here)."""
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, int):
+        return x
+    if isinstance(x, float) and x == x and abs(x) < 2**63:
+        return int(x)
+    if isinstance(x, str):
+        try:
+            return int(x.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def as_float(x: Any) -> float | None:
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, int | float):
+        f = float(x)
+        return f if f == f and f not in (float("inf"), float("-inf")) else None
+    if isinstance(x, str):
+        try:
+            return as_float(float(x))
+        except ValueError:
+            return None
+    return None
+
+
+def parse_time(x: Any) -> datetime | None:
+    """ISO-8601 text (``Z`` allowed) or epoch seconds/milliseconds -> datetime; else ``None``."""
+    if isinstance(x, str) and x:
+        try:
+            return datetime.fromisoformat(x)
+        except ValueError:
+            return None
+    if isinstance(x, int | float) and not isinstance(x, bool):
+        try:
+            return datetime.fromtimestamp(x / 1000 if x > 1e11 else x).astimezone()
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None
+
+
+# -- builders (construct without re-validation; every value is coerced first) -----------------
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _build(cls: type, d: dict[str, Any], extra: dict[str, Any] | None = None) -> Any:
+    m = _new(cls)
+    _set(m, "__dict__", d)
+    _set(m, "__pydantic_fields_set__", set(d))
+    _set(m, "__pydantic_extra__", extra)
+    _set(m, "__pydantic_private__", None)
+    return m
+
+
+def _jsonable(x: Any, depth: int = 0) -> Any:
+    """Keep JSON-compatible values (str keys) so the model serialises; stringify anything else."""
+    if x is None or isinstance(x, str | bool | int | float):
+        return x
+    if depth > 64:
+        return str(x)
+    if isinstance(x, dict):
+        return {k if isinstance(k, str) else str(k): _jsonable(v, depth + 1) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v, depth + 1) for v in x]
+    return str(x)
+
+
+def tool_call(tool: Any, params: Any = None, call_id: Any = None) -> ToolCall:
+    """A :class:`ToolCall`; ``params`` that is not a dict is kept as ``{"input": params}``."""
+    if params is None:
+        params = {}
+    elif not isinstance(params, dict):
+        params = {"input": _jsonable(params)}
+    return _build(
+        ToolCall, {"tool": as_str(tool), "params": params, "call_id": as_opt_str(call_id)}
+    )
+
+
+def observation(output: Any = "", exit_code: Any = None, error: Any = None) -> Observation:
+    return _build(
+        Observation,
+        {"output": as_str(output), "exit_code": as_int(exit_code), "error": as_opt_str(error)},
+    )
+
+
+def usage(
+    prompt_tokens: Any = None, completion_tokens: Any = None, cost_usd: Any = None
+) -> Usage | None:
+    """A :class:`Usage`, or ``None`` when the log has none of the three."""
+    p, c, cost = as_int(prompt_tokens), as_int(completion_tokens), as_float(cost_usd)
+    if p is None and c is None and cost is None:
+        return None
+    return _build(Usage, {"prompt_tokens": p, "completion_tokens": c, "cost_usd": cost})
+
+
+def _int_list(x: Any) -> list[int] | None:
+    if not isinstance(x, list) or not x:
+        return None
+    out = [as_int(v) for v in x]
+    return None if any(v is None for v in out) else out  # type: ignore[return-value]
+
+
+def _float_list(x: Any) -> list[float] | None:
+    if not isinstance(x, list) or not x:
+        return None
+    out: list[float] = []
+    for v in x:
+        if isinstance(v, dict):  # OpenAI logprobs content: [{"token", "logprob", ...}]
+            v = v.get("logprob")
+        f = as_float(v)
+        if f is None:
+            return None
+        out.append(f)
+    return out
+
+
+def step(
+    index: int,
+    *,
+    thought: Any = "",
+    action: ToolCall | None = None,
+    message: Any = None,
+    observation: Observation | None = None,
+    reward: Any = None,
+    usage: Usage | None = None,
+    token_ids: Any = None,
+    logprobs: Any = None,
+    timestamp: Any = None,
+    duration_s: Any = None,
+    metadata: dict[str, Any] | None = None,
+) -> Step:
+    """A :class:`Step`. ``timestamp`` may be ISO text or epoch; lists are checked element-wise."""
+    return _build(
+        Step,
+        {
+            "index": index,
+            "thought": as_str(thought),
+            "action": action,
+            "message": as_opt_str(message),
+            "observation": observation,
+            "reward": as_float(reward),
+            "usage": usage,
+            "token_ids": _int_list(token_ids),
+            "logprobs": _float_list(logprobs),
+            "timestamp": timestamp if isinstance(timestamp, datetime) else parse_time(timestamp),
+            "duration_s": as_float(duration_s),
+            "metadata": _jsonable(metadata) if metadata else {},
+        },
+    )
+
+
+def task(
+    task_id: Any,
+    instruction: Any = "",
+    *,
+    domain: str = "generic",
+    suite: Any = None,
+    metadata: dict[str, Any] | None = None,
+) -> TaskInfo:
+    return _build(
+        TaskInfo,
+        {
+            "task_id": as_str(task_id),
+            "domain": domain,
+            "suite": as_opt_str(suite),
+            "instruction": as_str(instruction),
+            "metadata": _jsonable(metadata) if metadata else {},
+        },
+        extra={},
+    )
+
+
+def agent_info(name: Any = "unknown", model: Any = None, version: Any = None) -> AgentInfo:
+    return _build(
+        AgentInfo,
+        {
+            "name": as_str(name) or "unknown",
+            "model": as_opt_str(model),
+            "version": as_opt_str(version),
+        },
+    )
+
+
+def outcome(
+    *,
+    success: Any = None,
+    score: Any = None,
+    terminated: bool = False,
+    truncated: bool = False,
+    tests_passed: Any = None,
+    tests_failed: Any = None,
+    reason: Any = None,
+) -> Outcome:
+    return _build(
+        Outcome,
+        {
+            "success": success if isinstance(success, bool) else None,
+            "score": as_float(score),
+            "terminated": bool(terminated),
+            "truncated": bool(truncated),
+            "tests_passed": as_int(tests_passed),
+            "tests_failed": as_int(tests_failed),
+            "reason": as_opt_str(reason),
+        },
+    )
+
+
+def trajectory(
+    task: TaskInfo,
+    steps: Iterable[Step],
+    *,
+    agent: AgentInfo | None = None,
+    outcome: Outcome | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Trajectory:
+    """A :class:`Trajectory` with its content-hash ``id`` filled in (source is set by the pipeline)."""
+    t = _build(
+        Trajectory,
+        {
+            "id": "",
+            "schema_version": SCHEMA_VERSION,
+            "task": task,
+            "agent": agent if agent is not None else agent_info(),
+            "steps": list(steps),
+            "outcome": outcome if outcome is not None else _build(Outcome, _OUTCOME_DEFAULT.copy()),
+            "source": None,
+            "metadata": _jsonable(metadata) if metadata else {},
+        },
+    )
+    t.__dict__["id"] = t.content_hash()
+    return t
+
+
+_OUTCOME_DEFAULT = {
+    "success": None,
+    "score": None,
+    "terminated": False,
+    "truncated": False,
+    "tests_passed": None,
+    "tests_failed": None,
+    "reason": None,
+}
+
+
+def source(format: str, path: str | None, blob: str | None, line: int | None) -> Source:
+    return _build(Source, {"format": format, "path": path, "blob": blob, "line": line})

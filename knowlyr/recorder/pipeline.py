@@ -1,0 +1,543 @@
+"""Walk paths, detect formats, stream records through adapters: :func:`iter_records`, :func:`convert`.
+
+Every record ends as exactly one :class:`Converted` or :class:`Rejected`, so a run's counts
+always add up (``read == converted + rejected``). Files are read one at a time and JSONL is
+streamed line by line; each line is its own record with its own raw bytes and line number
+(except for session formats, where a whole JSONL file is one trajectory).
+
+Example:
+    >>> from knowlyr.recorder import convert
+    >>> report = convert(["../shared/fixtures"])  # doctest: +SKIP
+    >>> report.read == report.converted + report.rejected  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from knowlyr.errors import RecordError, UnknownFormatError
+from knowlyr.recorder.base import Adapter, adapters, get_adapter, source
+from knowlyr.recorder.redact import PLACEHOLDER_RE, Redaction, redact_bytes
+from knowlyr.trajectory import Trajectory
+
+__all__ = [
+    "FILE_SUFFIXES",
+    "ConvertReport",
+    "Converted",
+    "Rejected",
+    "convert",
+    "detect_format",
+    "iter_files",
+    "iter_records",
+    "locate_redactions",
+]
+
+FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")
+_LINE_SUFFIXES = (".jsonl", ".ndjson")
+_CHUNK_BYTES = 1 << 20  # JSONL work unit for the process pool
+
+
+@dataclass(slots=True)
+class Converted:
+    """A record that became a trajectory.
+
+    Attributes:
+        trajectory: the result; ``trajectory.source`` holds format, path, line and
+            ``blob == sha256(raw).hexdigest()``.
+        raw: the record's bytes as read (the file, or the JSONL line), with secrets redacted
+            when redaction is on: this is what the store keeps as the raw blob.
+        redactions: what was redacted and where (never the secret itself).
+    """
+
+    trajectory: Trajectory
+    raw: bytes
+    redactions: list[Redaction] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Rejected:
+    """A record that could not be converted, quarantined with the reason.
+
+    Attributes:
+        path: the file.
+        line: 1-based line for JSONL records, else ``None``.
+        reason: what is wrong, in words a user can act on.
+        raw: the record's bytes (redacted when redaction is on).
+    """
+
+    path: str
+    line: int | None
+    reason: str
+    raw: bytes
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for the quarantine file (raw as text, invalid UTF-8 replaced)."""
+        return {
+            "path": self.path,
+            "line": self.line,
+            "reason": self.reason,
+            "raw": self.raw.decode("utf-8", "replace"),
+        }
+
+
+@dataclass(slots=True)
+class ConvertReport:
+    """What :func:`convert` did. ``read == converted + rejected`` always holds."""
+
+    trajectories: list[Trajectory] = field(default_factory=list)
+    rejected_records: list[Rejected] = field(default_factory=list)
+    redactions: list[tuple[str, int | None, Redaction]] = field(default_factory=list)
+    formats: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def converted(self) -> int:
+        return len(self.trajectories)
+
+    @property
+    def rejected(self) -> int:
+        return len(self.rejected_records)
+
+    @property
+    def read(self) -> int:
+        return self.converted + self.rejected
+
+    @property
+    def ok(self) -> bool:
+        return not self.rejected_records
+
+    def summary(self) -> dict[str, Any]:
+        """Counts, formats and the redaction audit (kind, where, fingerprint) as plain data."""
+        return {
+            "read": self.read,
+            "converted": self.converted,
+            "rejected": self.rejected,
+            "formats": dict(self.formats),
+            "redactions": [{"path": p, "line": ln, **r.to_dict()} for p, ln, r in self.redactions],
+        }
+
+
+# -- files ------------------------------------------------------------------------------------
+
+
+def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
+    """Files to read: named files as given, directories walked recursively (sorted) for
+    ``.json``, ``.jsonl``, ``.ndjson`` and ``.traj`` files. Missing paths are yielded too
+    (they become :class:`Rejected`)."""
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            found = []
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found.extend(Path(root, f) for f in files if f.endswith(FILE_SUFFIXES))
+            yield from sorted(found)
+        else:
+            yield p
+
+
+def _sniff(obj: Any) -> Adapter | None:
+    for a in adapters():
+        try:
+            if a.sniff(obj):
+                return a
+        except Exception:  # a sniff that trips on odd input simply does not match
+            continue
+    return None
+
+
+def _unknown(path: str, what: str) -> UnknownFormatError:
+    return UnknownFormatError(
+        f"no adapter recognises this {what}; pass the format explicitly (-f/format=) if you know it. "
+        f"Known formats: {', '.join(a.name for a in adapters())}",
+        path=path,
+    )
+
+
+def _first_line_obj(path: Path, limit: int = 10) -> Any:
+    with open(path, "rb") as f:
+        seen = 0
+        for raw in f:
+            if not raw.strip():
+                continue
+            seen += 1
+            try:
+                return orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                if seen >= limit:
+                    break
+    raise RecordError("no line of the file is a JSON value", path=str(path))
+
+
+def detect_format(path: str | Path) -> str:
+    """The format name of a log file (its first JSON line for JSONL files).
+
+    Raises:
+        UnknownFormatError: when no adapter recognises it; the message lists the known formats.
+        RecordError: when the file is missing or not JSON at all.
+
+    Example:
+        >>> detect_format("../shared/fixtures/swe_agent/pydicom__pydicom-1458.traj")  # doctest: +SKIP
+        'swe_agent'
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise RecordError("no such file", path=str(p))
+    if p.suffix in _LINE_SUFFIXES:
+        obj = _first_line_obj(p)
+    else:
+        data = p.read_bytes()
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            obj = _first_line_obj(p)
+    a = _sniff(obj)
+    if a is None:
+        raise _unknown(str(p), "file")
+    return a.name
+
+
+# -- conversion -------------------------------------------------------------------------------
+
+
+def _walk_strings(x: Any, field_name: str, out: list[tuple[str, str]]) -> None:
+    if isinstance(x, str):
+        if "[REDACTED:" in x:
+            out.append((field_name, x))
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            _walk_strings(v, f"{field_name}.{k}", out)
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            _walk_strings(v, f"{field_name}[{i}]", out)
+
+
+def locate_redactions(traj: Trajectory, hits: list[Redaction]) -> list[Redaction]:
+    """Where each redacted secret landed in ``traj`` (step, field); ``field="raw"`` for secrets
+    that sat in parts of the log the trajectory does not keep."""
+    found: list[Redaction] = []
+    seen: set[str] = set()
+
+    def scan(step_idx: int | None, name: str, value: Any) -> None:
+        spots: list[tuple[str, str]] = []
+        _walk_strings(value, name, spots)
+        for fname, text in spots:
+            for m in PLACEHOLDER_RE.finditer(text):
+                found.append(Redaction(m.group(1), m.group(2), step_idx, fname))
+                seen.add(m.group(2))
+
+    scan(None, "task.instruction", traj.task.instruction)
+    scan(None, "task.metadata", traj.task.metadata)
+    for s in traj.steps:
+        scan(s.index, "thought", s.thought)
+        scan(s.index, "message", s.message)
+        if s.action is not None:
+            scan(s.index, "action.params", s.action.params)
+        if s.observation is not None:
+            scan(s.index, "observation.output", s.observation.output)
+            scan(s.index, "observation.error", s.observation.error)
+        scan(s.index, "metadata", s.metadata)
+    scan(None, "outcome.reason", traj.outcome.reason)
+    scan(None, "metadata", traj.metadata)
+    found.extend(h for h in hits if h.fingerprint not in seen)
+    return found
+
+
+def _finish(
+    traj: Trajectory,
+    adapter: Adapter,
+    path: str,
+    line: int | None,
+    raw: bytes,
+    hits: list[Redaction],
+) -> Converted:
+    if not isinstance(traj, Trajectory):
+        raise RecordError(
+            f"{adapter.name}: adapter returned {type(traj).__name__}, not a Trajectory", path=path
+        )
+    traj.__dict__["source"] = source(adapter.name, path, hashlib.sha256(raw).hexdigest(), line)
+    return Converted(traj, raw, locate_redactions(traj, hits) if hits else [])
+
+
+def _convert_one(
+    adapter: Adapter, obj: Any, path: str, line: int | None, raw: bytes, hits: list[Redaction]
+) -> Converted | Rejected:
+    try:
+        return _finish(adapter.convert(obj, path=path, line=line), adapter, path, line, raw, hits)
+    except RecordError as e:
+        return Rejected(path, line, e.reason, raw)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError) as e:
+        # An adapter tripping over an unexpected shape: the record is bad, the batch goes on.
+        what = f"{type(e).__name__}: {e}"
+        return Rejected(path, line, f"{adapter.name}: unexpected structure ({what[:200]})", raw)
+
+
+def _clean(data: bytes, redact: bool) -> tuple[bytes, list[Redaction]]:
+    return redact_bytes(data) if redact else (data, [])
+
+
+def _iter_lines(
+    adapter: Adapter, path: str, lines: Iterable[bytes], first_line: int, redact: bool
+) -> Iterator[Converted | Rejected]:
+    lineno = first_line - 1
+    for raw in lines:
+        lineno += 1
+        raw = raw.rstrip(b"\r\n")
+        if not raw.strip():
+            continue
+        clean, hits = _clean(raw, redact)
+        try:
+            obj = orjson.loads(clean)
+        except orjson.JSONDecodeError as e:
+            yield Rejected(path, lineno, f"line is not valid JSON ({e})", clean)
+            continue
+        yield _convert_one(adapter, obj, path, lineno, clean, hits)
+
+
+def _iter_session(
+    adapter: Adapter, path: str, data: bytes, redact: bool
+) -> Iterator[Converted | Rejected]:
+    clean, hits = _clean(data, redact)
+    objs: list[Any] = []
+    for lineno, raw in enumerate(clean.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            objs.append(orjson.loads(raw))
+        except orjson.JSONDecodeError as e:
+            yield Rejected(
+                path, lineno, f"line is not valid JSON ({e}); the rest of the session is kept", raw
+            )
+    if objs:
+        yield _convert_one(adapter, objs, path, None, clean, hits)
+    elif not clean.strip():
+        yield Rejected(path, None, "empty file", clean)
+
+
+def _iter_file(path: Path, fmt: str | None, redact: bool) -> Iterator[Converted | Rejected]:
+    spath = str(path)
+    if not path.is_file():
+        yield Rejected(spath, None, "no such file (check the path)", b"")
+        return
+    adapter = get_adapter(fmt) if fmt else None
+    if path.suffix in _LINE_SUFFIXES:
+        if adapter is None:
+            try:
+                first = _first_line_obj(path)
+            except RecordError as e:
+                yield Rejected(spath, None, e.reason, _clean(path.read_bytes(), redact)[0])
+                return
+            adapter = _sniff(first)
+            if adapter is None:
+                yield Rejected(
+                    spath,
+                    None,
+                    _unknown(spath, "file's first line").reason,
+                    _clean(path.read_bytes(), redact)[0],
+                )
+                return
+        if adapter.session:
+            yield from _iter_session(adapter, spath, path.read_bytes(), redact)
+            return
+        with open(path, "rb") as f:
+            yield from _iter_lines(adapter, spath, f, 1, redact)
+        return
+
+    data = path.read_bytes()
+    clean, hits = _clean(data, redact)
+    try:
+        doc = orjson.loads(clean)
+    except orjson.JSONDecodeError as e:
+        # A .json/.traj file may hold JSON lines after all.
+        lines = clean.split(b"\n")
+        if len(lines) > 1:
+            try:
+                first = orjson.loads(next(x for x in lines if x.strip()))
+            except (orjson.JSONDecodeError, StopIteration):
+                first = None
+            if first is not None:
+                a = adapter or _sniff(first)
+                if a is not None:
+                    if a.session:
+                        yield from _iter_session(a, spath, data, redact)
+                    else:
+                        yield from _iter_lines(a, spath, data.split(b"\n"), 1, redact)
+                    return
+        yield Rejected(spath, None, f"not valid JSON ({e})", clean)
+        return
+    if adapter is None:
+        adapter = _sniff(doc)
+        if adapter is None:
+            yield Rejected(spath, None, _unknown(spath, "file").reason, clean)
+            return
+    try:
+        records = adapter.split(doc)
+    except RecordError as e:
+        yield Rejected(spath, None, e.reason, clean)
+        return
+    if len(records) == 1 and records[0] is doc:
+        yield _convert_one(adapter, doc, spath, None, clean, hits)
+        return
+    for i, rec in enumerate(records):
+        raw = orjson.dumps(rec)
+        out = _convert_one(
+            adapter, rec, spath, None, raw, [h for h in hits if h.fingerprint.encode() in raw]
+        )
+        if isinstance(out, Converted):
+            out.trajectory.metadata["record_index"] = i
+        else:
+            out.reason = f"record {i}: {out.reason}"
+        yield out
+
+
+# -- process pool -----------------------------------------------------------------------------
+
+
+def _work_file(args: tuple[str, str | None, bool]) -> list[Converted | Rejected]:
+    path, fmt, redact = args
+    return list(_iter_file(Path(path), fmt, redact))
+
+
+def _work_lines(args: tuple[str, str, int, bytes, bool]) -> list[Converted | Rejected]:
+    path, fmt, first_line, chunk, redact = args
+    return list(_iter_lines(get_adapter(fmt), path, chunk.split(b"\n"), first_line, redact))
+
+
+def _units(
+    files: list[Path], fmt: str | None, redact: bool
+) -> Iterator[tuple[Callable[..., Any], tuple]]:
+    """Work units: whole files, and ~1 MB slices of line-per-record JSONL files."""
+    for p in files:
+        sp = str(p)
+        if p.suffix in _LINE_SUFFIXES and p.is_file() and p.stat().st_size > _CHUNK_BYTES:
+            try:
+                a = get_adapter(fmt) if fmt else _sniff(_first_line_obj(p))
+            except RecordError:
+                a = None
+            if a is not None and not a.session:
+                line = 1
+                with open(p, "rb") as f:
+                    rest = b""
+                    while True:
+                        block = f.read(_CHUNK_BYTES)
+                        if not block:
+                            if rest:
+                                yield _work_lines, (sp, a.name, line, rest, redact)
+                            break
+                        block = rest + block
+                        cut = block.rfind(b"\n")
+                        if cut < 0:
+                            rest = block
+                            continue
+                        chunk, rest = block[:cut], block[cut + 1 :]
+                        yield _work_lines, (sp, a.name, line, chunk, redact)
+                        line += chunk.count(b"\n") + 1
+                continue
+        yield _work_file, (sp, fmt, redact)
+
+
+def iter_records(
+    paths: Iterable[str | Path] | str | Path,
+    *,
+    format: str | None = None,
+    redact: bool = True,
+    workers: int = 1,
+    progress: Callable[[Path], None] | None = None,
+) -> Iterator[Converted | Rejected]:
+    """Convert every record under ``paths``, yielding one result per record, in file order.
+
+    Args:
+        paths: files and directories (walked recursively for .json/.jsonl/.ndjson/.traj).
+        format: a format name from :func:`list_formats`; ``None`` detects it per file.
+        redact: replace API keys, tokens and passwords before anything is parsed or kept.
+        workers: processes to convert with (``1`` converts in this process; ``0`` = one per CPU).
+            Worth it for large batches; results come back in the same order.
+        progress: called with each file's path once its records have been yielded.
+
+    Raises:
+        UnknownFormatError: when ``format`` names no registered format (nothing is read).
+
+    Example:
+        >>> for r in iter_records(["logs/"], format="openhands"):  # doctest: +SKIP
+        ...     print(r.trajectory.id if isinstance(r, Converted) else r.reason)
+    """
+    if format is not None:
+        get_adapter(format)  # fail fast on a typo, before any file is read
+    if workers < 0:
+        raise ValueError(f"workers must be >= 0, got {workers}")
+    files = list(iter_files(paths))
+    n = workers or os.cpu_count() or 1
+    if n <= 1 or len(files) == 0:
+        for p in files:
+            yield from _iter_file(p, format, redact)
+            if progress is not None:
+                progress(p)
+        return
+    units = list(_units(files, format, redact))
+    if len(units) == 1:
+        fn, args = units[0]
+        yield from fn(args)
+        if progress is not None:
+            progress(files[0])
+        return
+    path_of = {str(p): p for p in files}
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        futures = []
+        window = n * 4
+        for fn, args in units:
+            futures.append((args[0], pool.submit(fn, args)))
+            if len(futures) >= window:
+                p, fut = futures.pop(0)
+                yield from fut.result()
+                if progress is not None:
+                    progress(path_of[p])
+        for p, fut in futures:
+            yield from fut.result()
+            if progress is not None:
+                progress(path_of[p])
+
+
+def convert(
+    paths: Iterable[str | Path] | str | Path,
+    *,
+    format: str | None = None,
+    redact: bool = True,
+    workers: int = 1,
+    progress: Callable[[Path], None] | None = None,
+) -> ConvertReport:
+    """Convert everything under ``paths`` into a :class:`ConvertReport` (trajectories, the
+    quarantined records with reasons, formats seen, the redaction audit). Arguments as
+    :func:`iter_records`.
+
+    Example:
+        >>> r = convert(["../shared/fixtures/openhands"])  # doctest: +SKIP
+        >>> (r.read, r.converted, r.rejected)  # doctest: +SKIP
+        (4, 4, 0)
+    """
+    report = ConvertReport()
+    for r in iter_records(paths, format=format, redact=redact, workers=workers, progress=progress):
+        if isinstance(r, Converted):
+            report.trajectories.append(r.trajectory)
+            report.formats[r.trajectory.source.format] += 1
+            for h in r.redactions:
+                report.redactions.append(
+                    (r.trajectory.source.path or "", r.trajectory.source.line, h)
+                )
+        else:
+            report.rejected_records.append(r)
+    return report
