@@ -1,0 +1,260 @@
+"""The store's tables: their declared columns, keys, and the trajectory row layout.
+
+Known tables have *declared* columns (cast on write, filled with nulls when missing) and a
+key used for dedup; writers may add extra columns (the Delta schema is merged). Unknown
+table names are allowed too (no declared columns; pass ``key=`` to dedup).
+
+=============  ===================================  ===========================================
+table          key                                  declared columns
+=============  ===================================  ===========================================
+trajectories   id                                   see :data:`TRAJECTORY_COLUMNS`
+rewards        trajectory_id, config_hash           total, per_step (list[f64]), per_rubric
+                                                    (JSON str), rationale (JSON str), judge,
+                                                    created_at
+preferences    pair_id                              task_id, chosen_id, rejected_id, margin,
+                                                    config_hash, created_at
+datasets       dataset, row_id                      kind, split, trajectory_id, data (JSON
+                                                    str), created_at
+evaluations    eval_id, task_id, agent, seed        checkpoint (blob hash), trajectory_id,
+                                                    success, score, n_steps, metrics (JSON
+                                                    str), created_at
+runs           run_id                               stage, status, inputs/outputs/params (JSON
+                                                    str), code_version, started_at, ended_at,
+                                                    error
+rejected       raw_blob, reason                     path, line, format, created_at
+=============  ===================================  ===========================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow as pa
+
+    from knowlyr.trajectory import Trajectory
+
+__all__ = ["TABLES", "TRAJECTORY_COLUMNS", "TableSpec", "spec_for"]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A known table: its dedup key and declared column types (polars type names)."""
+
+    name: str
+    key: tuple[str, ...]
+    columns: dict[str, str] = field(default_factory=dict)
+    doc: str = ""
+
+
+TRAJECTORY_COLUMNS: dict[str, str] = {
+    "id": "str",
+    "task_id": "str",
+    "domain": "str",
+    "suite": "str",
+    "agent": "str",
+    "model": "str",
+    "n_steps": "i32",
+    "success": "bool",
+    "score": "f64",
+    "source_format": "str",
+    "source_path": "str",
+    "source_blob": "str",
+    "created_at": "datetime",
+    "data": "str",
+}
+
+TABLES: dict[str, TableSpec] = {
+    s.name: s
+    for s in [
+        TableSpec(
+            "trajectories",
+            ("id",),
+            TRAJECTORY_COLUMNS,
+            "one row per content hash; `data` is the full trajectory JSON",
+        ),
+        TableSpec(
+            "rewards",
+            ("trajectory_id", "config_hash"),
+            {
+                "trajectory_id": "str",
+                "config_hash": "str",
+                "total": "f64",
+                "per_step": "list[f64]",
+                "per_rubric": "str",
+                "rationale": "str",
+                "judge": "str",
+                "created_at": "datetime",
+            },
+            "trajectory id x reward-config hash",
+        ),
+        TableSpec(
+            "preferences",
+            ("pair_id",),
+            {
+                "pair_id": "str",
+                "task_id": "str",
+                "chosen_id": "str",
+                "rejected_id": "str",
+                "margin": "f64",
+                "config_hash": "str",
+                "created_at": "datetime",
+            },
+            "preference pairs built from scored trajectories",
+        ),
+        TableSpec(
+            "datasets",
+            ("dataset", "row_id"),
+            {
+                "dataset": "str",
+                "row_id": "str",
+                "kind": "str",
+                "split": "str",
+                "trajectory_id": "str",
+                "data": "str",
+                "created_at": "datetime",
+            },
+            "exported rows; a dataset version is a version of this table",
+        ),
+        TableSpec(
+            "evaluations",
+            ("eval_id", "task_id", "agent", "seed"),
+            {
+                "eval_id": "str",
+                "task_id": "str",
+                "agent": "str",
+                "seed": "i64",
+                "checkpoint": "str",
+                "trajectory_id": "str",
+                "success": "bool",
+                "score": "f64",
+                "n_steps": "i32",
+                "metrics": "str",
+                "created_at": "datetime",
+            },
+            "per-episode evaluation results",
+        ),
+        TableSpec(
+            "runs",
+            ("run_id",),
+            {
+                "run_id": "str",
+                "stage": "str",
+                "status": "str",
+                "inputs": "str",
+                "outputs": "str",
+                "params": "str",
+                "code_version": "str",
+                "started_at": "datetime",
+                "ended_at": "datetime",
+                "error": "str",
+            },
+            "lineage: one row per stage run",
+        ),
+        TableSpec(
+            "rejected",
+            ("raw_blob", "reason"),
+            {
+                "raw_blob": "str",
+                "reason": "str",
+                "path": "str",
+                "line": "i64",
+                "format": "str",
+                "created_at": "datetime",
+            },
+            "records the recorder could not convert, with the reason; raw bytes are blobs",
+        ),
+    ]
+}
+
+
+def spec_for(table: str) -> TableSpec | None:
+    return TABLES.get(table)
+
+
+def polars_type(name: str) -> pl.DataType:
+    import polars as pl
+
+    return {
+        "str": pl.String(),
+        "i32": pl.Int32(),
+        "i64": pl.Int64(),
+        "f64": pl.Float64(),
+        "bool": pl.Boolean(),
+        "datetime": pl.Datetime("us", "UTC"),
+        "list[f64]": pl.List(pl.Float64()),
+    }[name]
+
+
+def conform(df: pl.DataFrame, spec: TableSpec | None) -> pl.DataFrame:
+    """Cast declared columns, add missing declared ones as nulls, declared columns first."""
+    import polars as pl
+
+    if spec is None or not spec.columns:
+        return df
+    exprs = []
+    for col, tname in spec.columns.items():
+        dtype = polars_type(tname)
+        if col in df.columns:
+            exprs.append(
+                pl.col(col).cast(dtype, strict=False) if df[col].dtype != dtype else pl.col(col)
+            )
+        else:
+            exprs.append(pl.lit(None, dtype=dtype).alias(col))
+    extra = [pl.col(c) for c in df.columns if c not in spec.columns]
+    return df.select(exprs + extra)
+
+
+def empty_frame(spec: TableSpec | None) -> pl.DataFrame:
+    import polars as pl
+
+    if spec is None:
+        return pl.DataFrame()
+    return pl.DataFrame(schema={c: polars_type(t) for c, t in spec.columns.items()})
+
+
+def trajectory_arrow(trajs: list[Trajectory], *, now: datetime | None = None) -> pa.Table:
+    """Rows of the ``trajectories`` table for ``trajs``, sorted by task for compression.
+
+    One ``model_dump_json`` per trajectory (pydantic-core, no intermediate dicts) is the only
+    per-row serialisation; query columns are read straight off the attributes.
+    """
+    import pyarrow as pa
+
+    now = now or datetime.now(UTC)
+    n = len(trajs)
+    cols: dict[str, list[Any]] = {k: [None] * n for k in TRAJECTORY_COLUMNS if k != "created_at"}
+    for i, t in enumerate(trajs):
+        task, agent, out, src = t.task, t.agent, t.outcome, t.source
+        cols["id"][i] = t.id
+        cols["task_id"][i] = task.task_id
+        cols["domain"][i] = task.domain
+        cols["suite"][i] = task.suite
+        cols["agent"][i] = agent.name
+        cols["model"][i] = agent.model
+        cols["n_steps"][i] = len(t.steps)
+        cols["success"][i] = out.success
+        cols["score"][i] = out.score
+        cols["source_format"][i] = src.format
+        cols["source_path"][i] = src.path
+        cols["source_blob"][i] = src.blob
+        cols["data"][i] = t.model_dump_json(exclude_none=True)
+    types = {
+        "str": pa.string(),
+        "i32": pa.int32(),
+        "f64": pa.float64(),
+        "bool": pa.bool_(),
+    }
+    arrays = {}
+    for k, tname in TRAJECTORY_COLUMNS.items():
+        if k == "created_at":
+            arrays[k] = pa.array([now] * n, pa.timestamp("us", tz="UTC"))
+        else:
+            arrays[k] = pa.array(cols[k], pa.large_string() if k == "data" else types[tname])
+    table = pa.table(arrays)
+    if n > 1:
+        table = table.sort_by([("task_id", "ascending"), ("id", "ascending")])
+    return table
