@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from knowlyr.cli import core as _core
+from knowlyr.cli import store as _store
 
 app = typer.Typer(
     name="knowlyr",
@@ -13,6 +14,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 _core.install(app)
+_store.install(app)
 
 
 def main() -> None:

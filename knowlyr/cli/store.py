@@ -1,0 +1,213 @@
+"""``knowlyr ingest`` and ``knowlyr store ls | log | show | lineage | gc``."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from knowlyr.store import Store
+
+store_app = typer.Typer(
+    help="Inspect the versioned store: tables, history, trajectories, lineage, blob GC.",
+    no_args_is_help=True,
+)
+
+STORE_OPT = typer.Option(
+    None,
+    "--store",
+    "-s",
+    help="Store path or fsspec URL [default: $KNOWLYR_STORE or .knowlyr/store]",
+)
+
+
+def install(app: typer.Typer) -> None:
+    app.command("ingest")(ingest)
+    app.add_typer(store_app, name="store")
+
+
+def _open(url: str | None) -> Store:
+    from knowlyr.store import Store
+
+    return Store.open(url)
+
+
+def _fail(e: Exception) -> typer.Exit:
+    typer.echo(f"error: {e}", err=True)
+    return typer.Exit(1)
+
+
+def ingest(
+    paths: list[Path] = typer.Argument(..., help="Log files or directories to record."),
+    store: str | None = STORE_OPT,
+    format: str | None = typer.Option(None, "--format", "-f", help="Force a recorder format."),
+    workers: int = typer.Option(1, help="Recorder processes (0 = one per CPU)."),
+    redact: bool = typer.Option(True, "--redact/--no-redact", help="Redact secrets first."),
+) -> None:
+    """Record the logs under PATH into the store: new, duplicate and rejected counts."""
+    from knowlyr.errors import KnowlyrError
+    from knowlyr.store.ingest import ingest as run_ingest
+
+    try:
+        s = _open(store)
+        res = run_ingest(s, paths, format=format, redact=redact, workers=workers)
+    except (KnowlyrError, ValueError, OSError) as e:
+        raise _fail(e) from e
+    typer.echo(
+        f"read {res.read}: {res.new} new, {res.duplicates} duplicate, {res.n_rejected} rejected"
+    )
+    v = res.trajectories.version
+    state = "new version" if res.trajectories.committed else "unchanged"
+    typer.echo(f"trajectories@{v} ({state}, {res.trajectories.rows} rows) in {s.url}")
+    if res.rejected is not None:
+        typer.echo(f"rejected@{res.rejected.version}: reasons kept in the 'rejected' table")
+        rows = s.read("rejected", version=res.rejected.version)
+        for r in rows.tail(min(res.n_rejected, 10)).iter_rows(named=True):
+            where = r["path"] if r["line"] is None else f"{r['path']}:{r['line']}"
+            typer.echo(f"  rejected {where}: {r['reason']}")
+    typer.echo(f"run {res.run_id} ({res.seconds:.2f}s)")
+
+
+@store_app.command("ls")
+def ls(store: str | None = STORE_OPT) -> None:
+    """List tables with their latest version and row count, and the blob count."""
+    s = _open(store)
+    tables = s.tables()
+    if not tables:
+        typer.echo(f"{s.url}: empty store")
+    for name, v in tables.items():
+        typer.echo(f"{name:14} v{v:<5} {s.count(name, version=v):>10} rows")
+    n = sum(1 for _ in s.blobs.iter_hashes())
+    typer.echo(f"{'blobs':14} {'':6} {n:>10} blobs")
+
+
+@store_app.command("log")
+def log(
+    table: str = typer.Argument(..., help="Table name, e.g. trajectories."),
+    store: str | None = STORE_OPT,
+    limit: int = typer.Option(20, help="Most recent commits to show."),
+) -> None:
+    """Show a table's versions, newest first."""
+    from knowlyr.errors import KnowlyrError
+
+    s = _open(store)
+    try:
+        hist = s.history(table, limit=limit)
+    except KnowlyrError as e:
+        raise _fail(e) from e
+    for h in hist:
+        ts = datetime.fromtimestamp(h["timestamp"] / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        m = h.get("operationMetrics") or {}
+        added = m.get("num_added_rows", m.get("num_target_rows_inserted", ""))
+        extra = ""
+        if "knowlyr.new" in h:
+            extra = f"new={h['knowlyr.new']} duplicates={h.get('knowlyr.duplicates', 0)}"
+        typer.echo(
+            f"v{h['version']:<5} {ts}  {h.get('operation', ''):<18} rows+={added!s:<8} {extra}"
+        )
+
+
+@store_app.command("show")
+def show(
+    id: str = typer.Argument(..., help="Trajectory id (or unique prefix >= 8 chars) or run id."),
+    store: str | None = STORE_OPT,
+    version: int | None = typer.Option(None, help="Table version to read (time travel)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full trajectory JSON."),
+) -> None:
+    """Show one trajectory (or run)."""
+    from knowlyr.errors import KnowlyrError, NotFoundError
+
+    s = _open(store)
+    try:
+        t = s.get_trajectory(id, version=version)
+    except NotFoundError as e:
+        runs = [r for r in s.runs() if r.run_id == id] if "runs" in s.tables() else []
+        if not runs:
+            raise _fail(e) from e
+        typer.echo(runs[0].model_dump_json(indent=2))
+        return
+    except KnowlyrError as e:
+        raise _fail(e) from e
+    if as_json:
+        typer.echo(t.model_dump_json(indent=2, exclude_none=True))
+        return
+    o = t.outcome
+    typer.echo(f"id       {t.id}")
+    typer.echo(
+        f"task     {t.task.task_id} ({t.task.domain}{'/' + t.task.suite if t.task.suite else ''})"
+    )
+    typer.echo(f"agent    {t.agent.name} {t.agent.model or ''}".rstrip())
+    typer.echo(f"outcome  success={o.success} score={o.score} reason={o.reason}")
+    typer.echo(f"source   {t.source.format} {t.source.path or ''} blob={t.source.blob}")
+    typer.echo(f"steps    {len(t.steps)}")
+    for st in t.steps[:50]:
+        what = (
+            f"{st.action.tool} {json.dumps(st.action.params)[:80]}"
+            if st.action
+            else (st.message or "")[:80]
+        )
+        code = st.observation.exit_code if st.observation else None
+        typer.echo(f"  [{st.index:>3}] {what}  -> exit={code}")
+
+
+@store_app.command("lineage")
+def lineage(
+    ref: str = typer.Argument(
+        ..., help="TABLE@VERSION, table, checkpoint/blob hash, trajectory or run id."
+    ),
+    store: str | None = STORE_OPT,
+    as_json: bool = typer.Option(False, "--json", help="Print the lineage as JSON."),
+) -> None:
+    """Walk back from a dataset version, checkpoint or trajectory to what made it."""
+    from knowlyr.errors import KnowlyrError
+
+    s = _open(store)
+    try:
+        lin = s.lineage(ref)
+    except KnowlyrError as e:
+        raise _fail(e) from e
+    if as_json:
+        typer.echo(lin.model_dump_json(indent=2))
+        return
+    typer.echo(f"lineage of {lin.ref}")
+    for r in lin.runs:
+        ins = ", ".join(
+            f"{k}@{v}" if isinstance(v, int) else f"{k}={v[:12]}" for k, v in r.inputs.items()
+        )
+        outs = ", ".join(
+            f"{k}@{v}" if isinstance(v, int) else f"{k}={v[:12]}" for k, v in r.outputs.items()
+        )
+        when = r.started_at.strftime("%Y-%m-%d %H:%M:%S") if r.started_at else ""
+        typer.echo(
+            f"  run {r.run_id[:12]} {r.stage:<10} {r.status:<9} {when}  [{ins}] -> [{outs}]  {r.code_version}"
+        )
+    if lin.tables:
+        typer.echo("  tables: " + ", ".join(f"{k}@{v}" for k, v in sorted(lin.tables.items())))
+    for b in lin.blobs:
+        typer.echo(f"  blob {b}")
+    typer.echo(f"  trajectories: {len(lin.trajectory_ids)}")
+    for t in lin.trajectory_ids[:10]:
+        typer.echo(f"    {t}")
+    typer.echo(f"  raw logs: {len(lin.raw_blobs)}")
+    for b in lin.raw_blobs[:10]:
+        typer.echo(f"    blob {b}")
+
+
+@store_app.command("gc")
+def gc(
+    store: str | None = STORE_OPT,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be deleted."),
+    min_age: float = typer.Option(3600.0, help="Keep blobs younger than this many seconds."),
+) -> None:
+    """Delete blobs no table or run references."""
+    s = _open(store)
+    rep = s.gc(dry_run=dry_run, min_age_s=min_age)
+    verb = "would delete" if dry_run else "deleted"
+    n = len(rep.unreferenced) if dry_run else rep.deleted
+    typer.echo(f"{rep.scanned} blobs, {rep.referenced} referenced; {verb} {n} ({rep.bytes} bytes)")
+    for h in rep.unreferenced[:20]:
+        typer.echo(f"  {h}")
