@@ -1,0 +1,264 @@
+"""Suites, the suite registry, splits and seeded sampling.
+
+A :class:`Suite` is an indexed, deterministic collection of tasks: ``suite.task(i)`` builds
+the same :class:`~knowlyr.taskset.task.Task` every time, so suites of thousands of
+procedurally generated tasks cost nothing until a task is used. A task's split comes from a
+hash of its id (:func:`split_of`), so train and held-out never share a task, whatever the
+sample size or seed.
+
+Example:
+    >>> from knowlyr.taskset import sample
+    >>> tasks = sample("conversation", 3, seed=0, split="heldout", family="order_status")
+    >>> {t.split for t in tasks}, {t.family for t in tasks}
+    ({'heldout'}, {'order_status'})
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import importlib
+import random
+import threading
+from collections.abc import Iterable, Sequence
+from functools import cached_property
+
+from knowlyr.errors import ConfigError
+from knowlyr.taskset.task import Split, Task
+
+__all__ = [
+    "HELDOUT_FRACTION",
+    "Suite",
+    "get_suite",
+    "get_task",
+    "list_suites",
+    "register_suite",
+    "register_tasks",
+    "sample",
+    "split_of",
+]
+
+HELDOUT_FRACTION = 0.2
+
+_BUILTIN: dict[str, str] = {
+    "coding": "knowlyr.taskset.coding:CodingSuite",
+    "conversation": "knowlyr.taskset.conversation:ConversationSuite",
+    "engineering": "knowlyr.taskset.knowledge:EngineeringSuite",
+    "advisory": "knowlyr.taskset.knowledge:AdvisorySuite",
+    "discussion": "knowlyr.taskset.knowledge:DiscussionSuite",
+}
+_SUITES: dict[str, Suite] = {}
+_LOADED_TASKS: dict[str, Task] = {}
+_LOCK = threading.Lock()
+
+
+def split_of(task_id: str, *, heldout_fraction: float = HELDOUT_FRACTION) -> Split:
+    """``heldout`` for a fixed ``heldout_fraction`` of task ids, ``train`` for the rest.
+
+    Decided by sha256 of the id alone, so the same task is in the same split in every run,
+    sample and process.
+    """
+    if not 0.0 <= heldout_fraction <= 1.0:
+        raise ConfigError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
+    h = int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "big")
+    return "heldout" if (h % 1_000_000) < heldout_fraction * 1_000_000 else "train"
+
+
+class Suite(abc.ABC):
+    """An indexed, deterministic collection of tasks.
+
+    Subclasses set ``name``, ``domain`` and ``families`` and implement :meth:`_ids` (all task
+    ids, cheap) and :meth:`_build` (one task from its index).
+    """
+
+    name: str = ""
+    domain: str = "generic"
+    families: tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def _ids(self) -> list[str]:
+        """Every task id, in index order."""
+
+    @abc.abstractmethod
+    def _build(self, index: int) -> Task:
+        """Task number ``index`` (its split is filled in by :meth:`task`)."""
+
+    @cached_property
+    def ids(self) -> list[str]:
+        ids = self._ids()
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"suite {self.name!r} generates duplicate task ids")
+        return ids
+
+    @cached_property
+    def _index(self) -> dict[str, int]:
+        return {tid: i for i, tid in enumerate(self.ids)}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def family_of(self, task_id: str) -> str:
+        """The family encoded in a task id (``<suite>-<family>-...``)."""
+        return task_id.split("-")[1]
+
+    def task(self, index: int) -> Task:
+        if not 0 <= index < len(self):
+            raise ConfigError(
+                f"task index {index} out of range for suite {self.name!r} (size {len(self)})"
+            )
+        t = self._build(index)
+        t.split = split_of(t.task_id)
+        return t
+
+    def get(self, task_id: str) -> Task:
+        """The task with this id.
+
+        Raises:
+            ConfigError: no such task in this suite.
+        """
+        try:
+            return self.task(self._index[task_id])
+        except KeyError:
+            raise ConfigError(f"suite {self.name!r} has no task {task_id!r}") from None
+
+    def select(
+        self, *, split: Split | None = None, family: str | Sequence[str] | None = None
+    ) -> list[str]:
+        """Task ids in ``split`` and ``family`` (either may be ``None`` for all)."""
+        fams = _families(self, family)
+        return [
+            tid
+            for tid in self.ids
+            if (fams is None or self.family_of(tid) in fams)
+            and (split is None or split_of(tid) == split)
+        ]
+
+    def tasks(
+        self, *, split: Split | None = None, family: str | Sequence[str] | None = None
+    ) -> list[Task]:
+        return [self.get(tid) for tid in self.select(split=split, family=family)]
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}: {len(self)} tasks, families {list(self.families)}>"
+
+
+def _families(suite: Suite, family: str | Sequence[str] | None) -> set[str] | None:
+    if family is None:
+        return None
+    fams = {family} if isinstance(family, str) else set(family)
+    unknown = fams - set(suite.families)
+    if unknown:
+        raise ConfigError(
+            f"family {sorted(unknown)} is not in suite {suite.name!r}; its families are {list(suite.families)}"
+        )
+    return fams
+
+
+def register_suite(name: str, suite: Suite | str, *, override: bool = False) -> None:
+    """Register a suite instance or a ``"module:Class"`` entry point under ``name``."""
+    with _LOCK:
+        if (name in _SUITES or name in _BUILTIN) and not override:
+            raise ConfigError(
+                f"suite {name!r} is already registered; pass override=True to replace it"
+            )
+        if isinstance(suite, str):
+            _BUILTIN[name] = suite
+            _SUITES.pop(name, None)
+        else:
+            _SUITES[name] = suite
+
+
+def list_suites() -> list[str]:
+    return sorted(set(_BUILTIN) | set(_SUITES))
+
+
+def get_suite(name: str | Suite) -> Suite:
+    """The suite registered as ``name`` (built lazily, then cached).
+
+    Raises:
+        ConfigError: unknown suite, listing the known ones.
+    """
+    if isinstance(name, Suite):
+        return name
+    with _LOCK:
+        if name in _SUITES:
+            return _SUITES[name]
+        if name not in _BUILTIN:
+            raise ConfigError(
+                f"unknown task suite {name!r}; known suites: {', '.join(list_suites())}"
+            )
+        mod, _, cls = _BUILTIN[name].partition(":")
+        suite = getattr(importlib.import_module(mod), cls)()
+        _SUITES[name] = suite
+        return suite
+
+
+def register_tasks(tasks: Iterable[Task]) -> None:
+    """Make loaded tasks (e.g. SWE-bench instances) findable by :func:`get_task`."""
+    with _LOCK:
+        for t in tasks:
+            _LOADED_TASKS[t.task_id] = t
+
+
+def get_task(task_id: str) -> Task:
+    """Any task by id: a loaded task, or one of a built-in suite (``<suite>-<family>-<n>``).
+
+    Raises:
+        ConfigError: no suite or loaded task has this id.
+    """
+    if task_id in _LOADED_TASKS:
+        return _LOADED_TASKS[task_id]
+    prefix = task_id.split("-", 1)[0]
+    if prefix in list_suites():
+        return get_suite(prefix).get(task_id)
+    raise ConfigError(
+        f"no task {task_id!r}: not in a built-in suite ({', '.join(list_suites())}) and not loaded "
+        "(load it with knowlyr.taskset.load_swebench or register_tasks)"
+    )
+
+
+def sample(
+    suite: str | Suite,
+    n: int,
+    *,
+    seed: int = 0,
+    split: Split | None = None,
+    family: str | Sequence[str] | None = None,
+    replace: bool = False,
+) -> list[Task]:
+    """``n`` tasks drawn from ``suite`` with a seeded RNG (same arguments, same tasks).
+
+    Args:
+        suite: a suite name (``coding``, ``conversation``...) or a :class:`Suite`.
+        n: how many tasks.
+        seed: RNG seed.
+        split: ``train``, ``heldout`` or ``None`` (both).
+        family: restrict to one family (e.g. ``order_status``) or several.
+        replace: draw with replacement (allows ``n`` larger than the pool).
+
+    Raises:
+        ConfigError: ``n`` is negative, or larger than the pool without ``replace``.
+
+    Example:
+        >>> [t.task_id for t in sample("coding", 2, seed=1, split="train")]  # doctest: +SKIP
+        ['coding-median-0171', 'coding-gcd-0060']
+    """
+    if not isinstance(n, int) or n < 0:
+        raise ConfigError(f"n must be a non-negative int, got {n!r}")
+    s = get_suite(suite)
+    pool = s.select(split=split, family=family)
+    rng = random.Random(seed)
+    if replace:
+        if not pool and n:
+            raise ConfigError(
+                f"suite {s.name!r} has no task with split={split!r}, family={family!r}"
+            )
+        ids = [rng.choice(pool) for _ in range(n)]
+    else:
+        if n > len(pool):
+            raise ConfigError(
+                f"n={n} is larger than the {len(pool)} tasks of suite {s.name!r} with split={split!r}, "
+                f"family={family!r}; lower n or pass replace=True"
+            )
+        ids = rng.sample(pool, n)
+    return [s.get(tid) for tid in ids]
