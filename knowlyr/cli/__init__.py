@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from knowlyr.cli import core as _core
+from knowlyr.cli import record as _record
 from knowlyr.cli import store as _store
 
 app = typer.Typer(
@@ -14,6 +15,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 _core.install(app)
+_record.install(app)
 _store.install(app)
 
 

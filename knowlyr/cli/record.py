@@ -1,0 +1,221 @@
+"""``knowlyr record``: convert, validate and compare agent logs; list the formats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+record_app = typer.Typer(
+    name="record",
+    help="Convert other agents' logs (OpenHands, SWE-agent, chat, ATIF, AgentGym...) into trajectories.",
+    no_args_is_help=True,
+)
+
+
+def install(app: typer.Typer) -> None:
+    app.add_typer(record_app, name="record")
+
+
+def _side_file(out: Path) -> Path:
+    name = out.name[: -len(".jsonl")] if out.name.endswith(".jsonl") else out.name
+    return out.with_name(f"{name}.rejected.jsonl")
+
+
+def _records(paths: list[Path], fmt: str | None, redact: bool, workers: int):
+    """iter_records with a rich progress bar over files when a directory is given."""
+    from knowlyr.errors import UnknownFormatError
+    from knowlyr.recorder import iter_files, iter_records
+
+    try:
+        if fmt is not None:
+            from knowlyr.recorder import get_adapter
+
+            get_adapter(fmt)
+    except UnknownFormatError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    if not any(p.is_dir() for p in paths):
+        yield from iter_records(paths, format=fmt, redact=redact, workers=workers)
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    files = list(iter_files(paths))
+    with Progress(
+        TextColumn("converting"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        transient=True,
+    ) as bar:
+        tid = bar.add_task("files", total=len(files))
+        yield from iter_records(
+            files, format=fmt, redact=redact, workers=workers, progress=lambda _p: bar.advance(tid)
+        )
+
+
+@record_app.command("convert")
+def convert_cmd(
+    paths: list[Path] = typer.Argument(..., help="Log files or directories (walked recursively)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Trajectory JSONL to write."),
+    fmt: str = typer.Option(
+        None,
+        "-f",
+        "--format",
+        help="Format name (see `knowlyr record formats`); detected per file when omitted.",
+    ),
+    redact: bool = typer.Option(
+        True, "--redact/--no-redact", help="Redact API keys, tokens and passwords."
+    ),
+    workers: int = typer.Option(
+        1, "-w", "--workers", help="Processes to convert with (0 = one per CPU)."
+    ),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any record is rejected."),
+) -> None:
+    """Convert logs to trajectory JSONL; rejected records go to OUT.rejected.jsonl with the reason."""
+    from collections import Counter
+
+    import orjson
+
+    from knowlyr.recorder import Converted
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    side = _side_file(output)
+    counts: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    reasons: list[str] = []
+    with open(output, "wb") as out, open(side, "wb") as rej:
+        for r in _records(paths, fmt, redact, workers):
+            counts["read"] += 1
+            if isinstance(r, Converted):
+                counts["converted"] += 1
+                counts[f"format:{r.trajectory.source.format}"] += 1
+                kinds.update(x.kind for x in r.redactions)
+                out.write(r.trajectory.to_json() + b"\n")
+            else:
+                counts["rejected"] += 1
+                rej.write(orjson.dumps(r.to_dict()) + b"\n")
+                if len(reasons) < 10:
+                    reasons.append(str(r))
+    if not counts["rejected"]:
+        side.unlink()
+    formats = ", ".join(
+        f"{k[7:]}={v}" for k, v in sorted(counts.items()) if k.startswith("format:")
+    )
+    typer.echo(
+        f"read {counts['read']}  converted {counts['converted']}  rejected {counts['rejected']}"
+        + (f"  ({formats})" if formats else "")
+    )
+    typer.echo(f"wrote {output}")
+    if counts["rejected"]:
+        typer.echo(f"quarantined {counts['rejected']} record(s) with reasons in {side}:")
+        for line in reasons:
+            typer.echo(f"  {line}")
+    if kinds:
+        typer.echo("redacted: " + ", ".join(f"{k}={v}" for k, v in sorted(kinds.items())))
+    if (strict and counts["rejected"]) or (counts["read"] and not counts["converted"]):
+        raise typer.Exit(1)
+
+
+@record_app.command("validate")
+def validate_cmd(
+    paths: list[Path] = typer.Argument(..., help="Log or trajectory files / directories."),
+    fmt: str = typer.Option(
+        None, "-f", "--format", help="Format name; detected per file when omitted."
+    ),
+) -> None:
+    """Convert and check every record; print each problem; exit 1 when there is any."""
+    from knowlyr.recorder import Converted
+    from knowlyr.recorder.inspect import validate_trajectory
+
+    n = bad = 0
+    for r in _records(paths, fmt, True, 1):
+        n += 1
+        if not isinstance(r, Converted):
+            bad += 1
+            typer.echo(f"REJECTED {r}")
+            continue
+        problems = validate_trajectory(r.trajectory)
+        if problems:
+            bad += 1
+            src = r.trajectory.source
+            where = src.path if src.line is None else f"{src.path}:{src.line}"
+            for p in problems:
+                typer.echo(f"PROBLEM  {where}: {p}")
+    typer.echo(f"{n} record(s), {n - bad} ok, {bad} with problems")
+    if bad or not n:
+        raise typer.Exit(1)
+
+
+def _load_one(path: Path, fmt: str | None):
+    from knowlyr.recorder import convert
+
+    rep = convert([path], format=fmt)
+    if not rep.trajectories:
+        reason = rep.rejected_records[0].reason if rep.rejected_records else "no records"
+        typer.echo(f"error: {path}: {reason}", err=True)
+        raise typer.Exit(2)
+    return rep.trajectories
+
+
+@record_app.command("diff")
+def diff_cmd(
+    a: Path = typer.Argument(..., help="First log or trajectory file."),
+    b: Path = typer.Argument(..., help="Second log or trajectory file."),
+    fmt: str = typer.Option(
+        None, "-f", "--format", help="Format of both files; detected when omitted."
+    ),
+) -> None:
+    """Compare two trajectories side by side: steps, tools used, outcome."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from knowlyr.recorder.inspect import diff_trajectories
+
+    ta, tb = _load_one(a, fmt)[0], _load_one(b, fmt)[0]
+    d = diff_trajectories(ta, tb)
+    console = Console(width=140)
+    summary = Table(title="record diff", show_lines=False)
+    summary.add_column("")
+    summary.add_column(str(a))
+    summary.add_column(str(b))
+    summary.add_row("task", ta.task.task_id, tb.task.task_id)
+    summary.add_row("format", ta.source.format, tb.source.format)
+    summary.add_row("steps", str(d.steps[0]), str(d.steps[1]))
+    summary.add_row(
+        "tools used",
+        ", ".join(f"{k}×{v}" for k, v in d.tools[0].items()),
+        ", ".join(f"{k}×{v}" for k, v in d.tools[1].items()),
+    )
+    for k in d.outcome[0]:
+        summary.add_row(f"outcome.{k}", str(d.outcome[0][k]), str(d.outcome[1][k]))
+    summary.add_row("content hash", ta.id[:16], tb.id[:16])
+    console.print(summary)
+    if d.same_content:
+        console.print("same content (identical content hash)")
+    else:
+        console.print(f"first divergence at step {d.first_divergence}")
+    steps = Table(title="steps")
+    steps.add_column("#", justify="right")
+    steps.add_column(str(a))
+    steps.add_column(str(b))
+    for i, left, right in d.rows:
+        mark = "" if left == right else "≠ "
+        steps.add_row(f"{mark}{i}", left, right)
+    console.print(steps)
+
+
+@record_app.command("formats")
+def formats_cmd() -> None:
+    """List the log formats the recorder reads, in detection order."""
+    from knowlyr.recorder.base import adapters
+
+    for a in adapters():
+        kind = "session" if a.session else "record"
+        typer.echo(f"{a.name:18} {kind:8} {a.description}")
