@@ -1,0 +1,52 @@
+"""``ingest``: a directory of agent logs -> record -> dedup (store) -> reward."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+from pydantic import BaseModel, Field
+
+from flows._common import resolve_store, run_namer
+from knowlyr.store.ingest import IngestResult
+from tasks.record import fingerprint_logs, record_logs
+
+__all__ = ["IngestParams", "IngestReport", "ingest"]
+
+
+class IngestParams(BaseModel):
+    """Parameters of :func:`ingest`."""
+
+    logs: list[str] = Field(..., min_length=1, description="log files or directories")
+    store_url: str | None = Field(
+        None, description="store root (default $KNOWLYR_STORE or .knowlyr/store)"
+    )
+    format: str | None = Field(
+        None, description="force a recorder format (default: detect per file)"
+    )
+    redact: bool = Field(True, description="redact secrets before anything is parsed or stored")
+
+
+class IngestReport(BaseModel):
+    """What an ingest did: the recorder/store result."""
+
+    store_url: str
+    record: IngestResult
+
+
+def _describe(p) -> str:
+    logs = p["logs"] if isinstance(p, dict) else p.logs
+    return "+".join(Path(x).name for x in logs)[:60]
+
+
+@flow(name="ingest", flow_run_name=run_namer("ingest", _describe), log_prints=True)
+def ingest(params: IngestParams) -> IngestReport:
+    """Convert a directory of agent logs into the store, dedup and reward them."""
+    store_url = resolve_store(params.store_url)
+    logs = fingerprint_logs(params.logs)
+    rec = record_logs(store_url, logs, format=params.format, redact=params.redact)
+    print(
+        f"recorded {rec.read} records from {logs.files} files: {rec.new} new, "
+        f"{rec.duplicates} duplicates, {rec.n_rejected} rejected -> trajectories@{rec.version}"
+    )
+    return IngestReport(store_url=store_url, record=rec)

@@ -1,0 +1,31 @@
+"""Read back what a flow run did through the Prefect client: task run states and artifacts."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+
+def task_states(flow_run_id: UUID | str) -> dict[str, str]:
+    """``{task run name: state name}`` ("Completed", "Cached", ...) for every task of a run."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[UUID(str(flow_run_id))]))
+        )
+    return {tr.name: tr.state.name for tr in runs if tr.state is not None}
+
+
+def artifact_keys(flow_run_id: UUID | str) -> set[str]:
+    """Keys of the artifacts a flow run (or its tasks) created."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        arts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(str(flow_run_id))])
+            )
+        )
+    return {a.key for a in arts if a.key}
