@@ -12,7 +12,8 @@ trajectory as an observation, never raised out of an environment.
     ├── ActionError                 an action that is not {"tool": str, "params": dict}
     ├── SandboxError                a sandbox backend failed (not a command inside it)
     │   ├── BackendUnavailableError bubblewrap / Docker API missing (message has the fix)
-    │   └── SandboxTimeoutError     a command ran past its wall-clock limit
+    │   ├── SandboxTimeoutError     a command ran past its wall-clock limit
+    │   └── WorkspacePathError      a path that leaves the sandbox workspace (also a ValueError)
     ├── RecordError                 a log could not be converted (names file, line, reason)
     │   └── UnknownFormatError      no adapter recognised the log
     ├── StoreError                  the store could not read or write
@@ -43,6 +44,7 @@ __all__ = [
     "TrainError",
     "UnknownEnvError",
     "UnknownFormatError",
+    "WorkspacePathError",
 ]
 
 
@@ -75,6 +77,10 @@ class BackendUnavailableError(SandboxError):
 
 class SandboxTimeoutError(SandboxError):
     """A sandbox operation ran past its wall-clock limit."""
+
+
+class WorkspacePathError(SandboxError, ValueError):
+    """A file path points outside the sandbox workspace (``..``, an absolute path, a symlink)."""
 
 
 class RecordError(KnowlyrError):

@@ -49,6 +49,9 @@ class SandboxConfig(BaseModel):
         "knowlyr-sandbox:latest", description="Container image (container backend only)."
     )
     timeout_s: float = Field(30.0, gt=0, description="Default wall-clock limit of one command.")
+    cpus: float = Field(
+        1.0, gt=0, description="CPU cores a container may use (container backend: nano_cpus)."
+    )
     cpu_time_s: int = Field(60, gt=0, description="CPU-seconds rlimit per command.")
     memory_mb: int = Field(1024, gt=0, description="Address-space / memory limit.")
     max_processes: int = Field(256, gt=0, description="Process-count limit.")

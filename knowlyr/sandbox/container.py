@@ -1,0 +1,381 @@
+"""The container backend: one container per sandbox through any Docker-API engine.
+
+Talks to ``DOCKER_HOST`` (Docker, or Podman's API service: ``podman system service``) with
+the ``docker`` SDK. The container has no network (``network_mode="none"``), memory, CPU and
+pids limits, every capability dropped, ``no-new-privileges``, explicit ``nofile``/``nproc``
+ulimits (soft = hard; Podman needs both) plus ``cpu`` and ``fsize`` ones, and an init
+process; commands run as an unprivileged user (uid 1000) in ``config.workdir``.
+
+Each command runs as ``bash -lc CMD`` and, when it ends, everything it started is killed
+(``kill -9 -1`` as the sandbox user: the container's own PID namespace, never pid 1), the same
+semantics as the local backend. A wall-clock timeout kills them from outside the same way.
+Snapshots are ``commit`` images: :meth:`ContainerSandbox.restore` replaces the container by
+a fresh one from the image, so everything is restored (installed packages, ``/tmp``...), not
+only the workspace. Containers and snapshot images are always removed, also on errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import posixpath
+import select
+import socket
+import struct
+import threading
+import time
+import uuid
+from typing import Any
+
+from knowlyr.errors import BackendUnavailableError, SandboxError, WorkspacePathError
+from knowlyr.sandbox._util import OutputCapture, workspace_relpath
+from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig
+
+__all__ = ["ContainerSandbox", "container_available"]
+
+UID = 1000  # the image's `agent` user (scripts/build_sandbox_image.py)
+IMAGE_HINT = (
+    "build it with: python3 scripts/build_sandbox_image.py (or run scripts/setup-system.sh)"
+)
+ENGINE_HINT = (
+    "start a Docker-API engine and set DOCKER_HOST, e.g. `podman system service --time=0 "
+    "unix:///tmp/podman.sock &` and `export DOCKER_HOST=unix:///tmp/podman.sock` "
+    "(install: apt-get install -y podman runc crun fuse-overlayfs slirp4netns uidmap catatonit)"
+)
+# Runs the command, then kills whatever it left behind (setsid'd or backgrounded processes).
+_WRAP = 'bash -lc "$1"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
+_READ = (
+    'p=$(realpath -e -- "$1" 2>/dev/null) || exit 2; '
+    'case "$p" in "$2"|"$2"/*) ;; *) exit 3;; esac; [ -d "$p" ] && exit 4; exec cat -- "$p"'
+)
+_WRITE = (
+    'p=$(realpath -m -- "$1") || exit 2; case "$p" in "$2"/*) ;; *) exit 3;; esac; '
+    '[ -d "$p" ] && exit 4; mkdir -p -- "$(dirname -- "$p")" && exec cat > "$p"'
+)
+_clients: dict[str, Any] = {}
+_clients_lock = threading.Lock()
+_ids = itertools.count()
+
+
+def _docker_host() -> str | None:
+    return os.environ.get("DOCKER_HOST")
+
+
+def _client() -> Any:
+    """A shared DockerClient for ``DOCKER_HOST`` (raises BackendUnavailableError)."""
+    try:
+        import docker
+    except ImportError as e:
+        raise BackendUnavailableError(
+            "the container backend needs the docker SDK: pip install 'knowlyr-gym[container]'"
+        ) from e
+    host = _docker_host()
+    if not host:
+        if os.path.exists("/var/run/docker.sock"):
+            host = "unix:///var/run/docker.sock"
+        else:
+            raise BackendUnavailableError(
+                f"DOCKER_HOST is not set and /var/run/docker.sock does not exist; {ENGINE_HINT}"
+            )
+    with _clients_lock:
+        client = _clients.get(host)
+        if client is None:
+            try:
+                client = docker.DockerClient(base_url=host, timeout=120)
+                client.ping()
+            except Exception as e:
+                raise BackendUnavailableError(
+                    f"no Docker-API engine answers at {host} ({e}); {ENGINE_HINT}"
+                ) from e
+            _clients[host] = client
+    return client
+
+
+def container_available(image: str | None = None) -> str | None:
+    """``None`` when the container backend can run here, else the reason and the fix."""
+    try:
+        client = _client()
+    except BackendUnavailableError as e:
+        return str(e)
+    if image:
+        try:
+            client.images.get(image)
+        except Exception:
+            return f"image {image!r} is not present at {_docker_host()}; {IMAGE_HINT}"
+    return None
+
+
+def _read_frames(
+    sock: socket.socket, outs: tuple[OutputCapture, OutputCapture], deadline: float
+) -> bool:
+    """Demultiplex the exec stream into stdout/stderr until EOF; False when the deadline hit."""
+    buf = b""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        ready, _, _ = select.select([sock], [], [], remaining)
+        if not ready:
+            return False
+        data = sock.recv(262144)
+        if not data:
+            return True
+        buf += data
+        while len(buf) >= 8:
+            stream, size = buf[0], struct.unpack(">I", buf[4:8])[0]
+            if len(buf) < 8 + size:
+                break
+            outs[1 if stream == 2 else 0].feed(buf[8 : 8 + size])
+            buf = buf[8 + size :]
+
+
+class ContainerSandbox(Sandbox):
+    """A sandbox in a container of ``config.image``. Use :func:`knowlyr.sandbox.create_sandbox`.
+
+    Args:
+        config: limits and image; ``config.backend`` is ignored here.
+        files: initial workspace files ``{relative path: text or bytes}``.
+
+    Example:
+        >>> cfg = SandboxConfig(backend="container", memory_mb=512)
+        >>> with ContainerSandbox(cfg, files={"a.py": "print(1)"}) as sb:  # doctest: +SKIP
+        ...     sb.exec("python3 a.py").stdout
+        '1\\n'
+    """
+
+    def __init__(
+        self, config: SandboxConfig | None = None, *, files: dict[str, str | bytes] | None = None
+    ):
+        self.config = config or SandboxConfig(backend="container")
+        self._closed = False
+        self._lock = threading.Lock()
+        self._container: Any = None
+        self._images: list[str] = []
+        self._reapers: list[threading.Thread] = []
+        self.name = f"knowlyr-{os.getpid()}-{next(_ids)}-{uuid.uuid4().hex[:6]}"
+        self._client = _client()
+        try:
+            self._client.images.get(self.config.image)
+        except Exception as e:
+            raise BackendUnavailableError(
+                f"image {self.config.image!r} is not present at {_docker_host()}; {IMAGE_HINT}"
+            ) from e
+        try:
+            self._container = self._start(self.config.image)
+            for path, data in (files or {}).items():
+                self.write_file(path, data)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, image: str) -> Any:
+        import docker
+
+        c = self.config
+        mb = c.memory_mb
+        ulimits = [
+            docker.types.Ulimit(name="nofile", soft=4096, hard=4096),
+            docker.types.Ulimit(
+                name="nproc", soft=4096, hard=4096
+            ),  # per host uid: pids_limit is the real cap
+            docker.types.Ulimit(name="cpu", soft=c.cpu_time_s, hard=c.cpu_time_s),
+            docker.types.Ulimit(
+                name="fsize", soft=c.max_file_mb * 1024 * 1024, hard=c.max_file_mb * 1024 * 1024
+            ),
+            docker.types.Ulimit(name="core", soft=0, hard=0),
+        ]
+        try:
+            return self._client.containers.run(
+                image,
+                ["sleep", "infinity"],
+                detach=True,
+                init=True,
+                name=f"{self.name}-{next(_ids)}",
+                network_mode="none",
+                mem_limit=f"{mb}m",
+                memswap_limit=f"{mb}m",
+                nano_cpus=int(c.cpus * 1e9),
+                pids_limit=c.max_processes,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                ulimits=ulimits,
+                working_dir=c.workdir,
+                hostname="sandbox",
+                environment={"HOME": c.workdir, "LANG": "C.UTF-8", "TERM": "dumb", "GIT_PAGER": "cat", "PAGER": "cat",
+                             "GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@sandbox",
+                             "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@sandbox",
+                             "PYTHONDONTWRITEBYTECODE": "1"},
+                labels={"knowlyr.sandbox": self.name},
+            )  # fmt: skip
+        except Exception as e:
+            raise SandboxError(f"could not start a container from {image!r}: {e}") from e
+
+    # -- exec ----------------------------------------------------------------------------
+    def _exec_raw(
+        self, argv: list[str], limit: float, stdin: bytes | None, *, keep_all: bool = False
+    ) -> tuple[int, OutputCapture, OutputCapture, bool]:
+        api = self._client.api
+        cid = self._container.id
+        user = str(UID)
+        n = 0 if keep_all else self.config.max_output_chars
+        outs = (OutputCapture(n), OutputCapture(self.config.max_output_chars))
+        deadline = time.monotonic() + limit
+        try:
+            eid = api.exec_create(
+                cid, argv, stdin=stdin is not None, user=user, workdir=self.config.workdir
+            )["Id"]
+            sock = api.exec_start(eid, socket=True)
+        except Exception as e:
+            raise SandboxError(f"exec in container {self._container.name} failed: {e}") from e
+        raw: socket.socket = getattr(sock, "_sock", sock)
+        try:
+            if stdin is not None:
+                with contextlib.suppress(OSError):  # the command may exit without reading it
+                    raw.sendall(stdin)
+                raw.shutdown(socket.SHUT_WR)
+            finished = _read_frames(raw, outs, deadline)
+            if not finished:  # kill every process of the sandbox user, then drain
+                api.exec_start(api.exec_create(cid, ["kill", "-9", "-1"], user=user)["Id"])
+                _read_frames(raw, outs, time.monotonic() + 5.0)
+        finally:
+            sock.close()
+        code = api.exec_inspect(eid).get("ExitCode")
+        return (
+            (124 if not finished else (code if code is not None else -1)),
+            outs[0],
+            outs[1],
+            not finished,
+        )
+
+    def exec(
+        self, cmd: str, *, timeout: float | None = None, stdin: str | None = None
+    ) -> ExecResult:
+        """Run ``cmd`` with ``bash -lc`` in the workspace (see :class:`Sandbox`)."""
+        self._check_open()
+        limit = self.config.timeout_s if timeout is None else timeout
+        if limit <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        start = time.monotonic()
+        with self._lock:
+            code, out, err, timed_out = self._exec_raw(
+                ["bash", "-c", _WRAP, "_", cmd],
+                limit,
+                stdin.encode() if stdin is not None else None,
+            )
+        n = self.config.max_output_chars
+        stdout, t1 = out.text(n)
+        stderr, t2 = err.text(n)
+        if timed_out:
+            sep = "" if not stderr or stderr.endswith("\n") else "\n"
+            stderr = f"{stderr}{sep}[timed out after {limit:g}s: every process of the command was killed]\n"
+        return ExecResult(code, stdout, stderr, time.monotonic() - start, timed_out, t1 or t2)
+
+    # -- files ---------------------------------------------------------------------------
+    def _abs(self, path: str) -> str:
+        rel = workspace_relpath(path, self.config.workdir)
+        return posixpath.join(self.config.workdir, rel) if rel else self.config.workdir
+
+    def read_file(self, path: str) -> bytes:
+        """Bytes of a workspace file; refuses paths (and symlinks) leading outside."""
+        self._check_open()
+        p = self._abs(path)
+        wd = posixpath.normpath(self.config.workdir)
+        limit = max(self.config.timeout_s, 30.0)
+        with self._lock:
+            code, out, err, _ = self._exec_raw(
+                ["sh", "-c", _READ, "_", p, wd], limit, None, keep_all=True
+            )
+        if code == 2:
+            raise FileNotFoundError(f"no such file in the workspace: {path}")
+        if code == 3:
+            raise WorkspacePathError(
+                f"path {path!r} resolves outside the workspace (through a symlink)"
+            )
+        if code == 4:
+            raise IsADirectoryError(f"{path} is a directory")
+        if code != 0:
+            raise SandboxError(f"reading {path} failed (exit {code}): {err.text(500)[0]}")
+        return out.data()
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        """Create or overwrite a workspace file (owned by the sandbox user), making parents."""
+        self._check_open()
+        p = self._abs(path)
+        wd = posixpath.normpath(self.config.workdir)
+        if p == wd:
+            raise IsADirectoryError(f"{path} is the workspace directory")
+        payload = data.encode() if isinstance(data, str) else bytes(data)
+        with self._lock:
+            code, _out, err, _ = self._exec_raw(
+                ["sh", "-c", _WRITE, "_", p, wd], max(self.config.timeout_s, 30.0), payload
+            )
+        if code == 3:
+            raise WorkspacePathError(
+                f"path {path!r} resolves outside the workspace (through a symlink)"
+            )
+        if code == 4:
+            raise IsADirectoryError(f"{path} is a directory")
+        if code != 0:
+            raise SandboxError(f"writing {path} failed (exit {code}): {err.text(500)[0]}")
+
+    # -- snapshots -----------------------------------------------------------------------
+    def snapshot(self) -> str:
+        """Commit the container to an image; returns its id."""
+        self._check_open()
+        with self._lock:
+            repo = f"knowlyr-snapshot/{self.name}"
+            tag = f"s{len(self._images) + 1}"
+            try:
+                self._container.commit(repository=repo, tag=tag, pause=True)
+            except Exception as e:
+                raise SandboxError(f"commit of {self._container.name} failed: {e}") from e
+            ref = f"{repo}:{tag}"
+            self._images.append(ref)
+            return ref
+
+    def restore(self, snapshot_id: str) -> None:
+        """Replace the container by a fresh one from snapshot ``snapshot_id``."""
+        self._check_open()
+        if snapshot_id not in self._images:
+            raise SandboxError(f"unknown snapshot {snapshot_id!r}; take one with snapshot() first")
+        with self._lock:
+            old = self._container
+            self._container = self._start(snapshot_id)
+            self._remove_later(old)
+
+    def _remove_later(self, container: Any) -> None:
+        t = threading.Thread(target=self._remove, args=(container,), daemon=True)
+        t.start()
+        self._reapers.append(t)
+
+    @staticmethod
+    def _remove(container: Any) -> None:
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+
+    def close(self) -> None:
+        """Remove the container and the snapshot images. Idempotent."""
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        if self._container is not None:
+            self._remove(self._container)
+            self._container = None
+        for t in self._reapers:
+            t.join(timeout=60)
+        for ref in self._images:
+            with contextlib.suppress(Exception):
+                self._client.images.remove(ref, force=True)
+        self._images.clear()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError("this sandbox is closed; create a new one with create_sandbox()")
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __repr__(self) -> str:
+        return f"<ContainerSandbox {self.name}{' closed' if self._closed else ''}>"

@@ -1,0 +1,501 @@
+"""The local backend: one bubblewrap namespace sandbox per command, as an unprivileged uid.
+
+Each :meth:`LocalSandbox.exec` runs ``bash -lc CMD`` inside a fresh ``bwrap`` with every
+namespace unshared (no network: not even the host's loopback), read-only system directories,
+the workspace and a private ``/tmp`` bound read-write, a minimal ``/etc`` and a cleared
+environment. When the host process is root, the command first drops to a dedicated uid with
+``setpriv`` (bubblewrap run as root keeps its capabilities). Limits:
+
+* rlimits on the whole tree (``prlimit``): CPU seconds, address space, processes, file size;
+* a per-sandbox cgroup (v1 or v2, where the machine allows) for memory and pids, skipped
+  with a logged reason otherwise;
+* a wall-clock timeout: the command runs as pid 1's child in its own PID namespace, so
+  killing bubblewrap kills every process it started, ``setsid`` grandchildren included, and
+  the output pipes close. Nothing a command starts outlives it.
+
+The workspace lives on the host (``read_file``/``write_file`` are plain file operations that
+refuse paths leaving it, symlinks included), and snapshots are incremental copies
+(:mod:`knowlyr.sandbox.snapshot`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from knowlyr.errors import BackendUnavailableError, SandboxError, WorkspacePathError
+from knowlyr.sandbox._util import OutputCapture, workspace_relpath
+from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig
+from knowlyr.sandbox.snapshot import WorkspaceSnapshots
+
+__all__ = ["LocalSandbox", "local_available"]
+
+log = logging.getLogger("knowlyr.sandbox")
+
+INSTALL_HINT = (
+    "install bubblewrap: apt-get install -y bubblewrap util-linux (or run scripts/setup-system.sh)"
+)
+UID_BASE = int(os.environ.get("KNOWLYR_SANDBOX_UID_BASE", "200000"))
+UID_RANGE = 100_000
+_uid_counter = itertools.count()
+_cgroup_note_logged = False
+PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+# A minimal /etc, copied per sandbox and bound as one directory (one bind is cheaper than many).
+_ETC_COPY = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "localtime",
+    "nsswitch.conf",
+    "inputrc",
+    "gitconfig",
+    "alternatives",
+    "python3",
+    "python3.11",
+)
+_PROFILE = f"""# knowlyr sandbox
+export PATH={PATH}
+umask 022
+"""
+
+
+def local_available() -> str | None:
+    """``None`` when the local backend can run here, else the reason and the fix."""
+    if shutil.which("bwrap") is None:
+        return f"bubblewrap (bwrap) is not installed; {INSTALL_HINT}"
+    if os.geteuid() == 0 and (shutil.which("setpriv") is None or shutil.which("prlimit") is None):
+        return f"setpriv/prlimit are missing; {INSTALL_HINT}"
+    return None
+
+
+def _own_cgroup(controller: str) -> str | None:
+    """This process's cgroup path for a v1 ``controller`` ('' key means the v2 hierarchy)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        if controller in ctrls.split(","):
+            return path
+    return None
+
+
+class _Cgroup:
+    """A per-sandbox memory + pids cgroup (v1 or v2), or nothing with a logged reason."""
+
+    def __init__(self, name: str, memory_bytes: int, max_pids: int):
+        self.dirs: list[Path] = []
+        self.procs: list[Path] = []
+        reason = (
+            self._setup_v1(name, memory_bytes, max_pids)
+            if os.geteuid() == 0
+            else "not running as root"
+        )
+        if reason:
+            self.close()
+            reason2 = self._setup_v2(name, memory_bytes, max_pids) if os.geteuid() == 0 else reason
+            if reason2:
+                self.close()
+                global _cgroup_note_logged
+                if not _cgroup_note_logged:
+                    log.info(
+                        "sandbox cgroup limits skipped (rlimits still apply): v1: %s; v2: %s",
+                        reason,
+                        reason2,
+                    )
+                    _cgroup_note_logged = True
+
+    def _make(self, base: Path, name: str, files: dict[str, str]) -> str | None:
+        d = base / name
+        try:
+            d.mkdir(exist_ok=True)
+            self.dirs.append(d)
+            for fname, value in files.items():
+                (d / fname).write_text(value)
+        except OSError as e:
+            return f"{d}: {e.strerror or e}"
+        self.procs.append(d / "cgroup.procs")
+        return None
+
+    def _setup_v1(self, name: str, memory_bytes: int, max_pids: int) -> str | None:
+        root = Path("/sys/fs/cgroup")
+        for ctrl, files in (
+            ("memory", {"memory.limit_in_bytes": str(memory_bytes)}),
+            ("pids", {"pids.max": str(max_pids)}),
+        ):
+            own = _own_cgroup(ctrl)
+            base = root / ctrl / (own or "/").lstrip("/")
+            if own is None or not (base / "cgroup.procs").exists():
+                return f"no v1 {ctrl} controller mounted"
+            err = self._make(base, name, files)
+            if err:
+                return err
+        return None
+
+    def _setup_v2(self, name: str, memory_bytes: int, max_pids: int) -> str | None:
+        own = _own_cgroup("")
+        root = Path("/sys/fs/cgroup")
+        if own is None or not (root / "cgroup.controllers").exists():
+            return "no v2 hierarchy at /sys/fs/cgroup"
+        base = root / own.lstrip("/")
+        enabled = (
+            (base / "cgroup.subtree_control").read_text().split()
+            if (base / "cgroup.subtree_control").exists()
+            else []
+        )
+        if not {"memory", "pids"} <= set(enabled):
+            return f"memory/pids controllers not delegated to {base} (subtree_control: {' '.join(enabled) or 'none'})"
+        return self._make(base, name, {"memory.max": str(memory_bytes), "pids.max": str(max_pids)})
+
+    def kill(self) -> None:
+        for procs in self.procs:
+            try:
+                for pid in procs.read_text().split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.kill()
+        for d in reversed(self.dirs):
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # dying processes still listed: give them a moment
+                    time.sleep(0.01)
+        self.dirs.clear()
+        self.procs.clear()
+
+
+class LocalSandbox(Sandbox):
+    """A bubblewrap sandbox with a host-side workspace. Use :func:`knowlyr.sandbox.create_sandbox`.
+
+    Args:
+        config: limits; ``config.workdir`` is where the workspace appears inside.
+        files: initial workspace files ``{relative path: text or bytes}``.
+        root: host directory to create the sandbox under (default: the system temp dir,
+            or ``$KNOWLYR_SANDBOX_ROOT``).
+
+    Example:
+        >>> with LocalSandbox(files={"a.py": "print(6 * 7)"}) as sb:  # doctest: +SKIP
+        ...     sb.exec("python3 a.py").stdout
+        '42\\n'
+    """
+
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        *,
+        files: dict[str, str | bytes] | None = None,
+        root: str | None = None,
+    ):
+        self.config = config or SandboxConfig()
+        reason = local_available()
+        if reason:
+            raise BackendUnavailableError(reason)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._as_root = os.geteuid() == 0
+        if self._as_root:
+            self.uid = self.gid = UID_BASE + (os.getpid() * 131 + next(_uid_counter)) % UID_RANGE
+        else:
+            self.uid, self.gid = os.geteuid(), os.getegid()
+        base = root or os.environ.get("KNOWLYR_SANDBOX_ROOT") or tempfile.gettempdir()
+        self.root = Path(tempfile.mkdtemp(prefix="knowlyr-sb-", dir=base))
+        try:
+            os.chmod(self.root, 0o711)  # the sandbox uid may traverse, not list
+            self.workspace = self.root / "workspace"
+            self._tmp = self.root / "tmp"
+            for d in (self.workspace, self._tmp):
+                d.mkdir(mode=0o755)
+                os.chown(d, self.uid, self.gid)
+            os.chmod(self._tmp, 0o1777)
+            self._etc = self.root / "etc"
+            self._etc.mkdir(mode=0o755)
+            for name in _ETC_COPY:
+                src = Path("/etc") / name
+                if src.is_dir():
+                    shutil.copytree(src, self._etc / name, symlinks=True)
+                elif src.is_file():
+                    shutil.copyfile(src, self._etc / name)
+            (self._etc / "profile").write_text(_PROFILE)
+            (self._etc / "passwd").write_text(
+                f"root:x:0:0:root:/root:/bin/bash\nagent:x:{self.uid}:{self.gid}:agent:{self.config.workdir}:/bin/bash\n"
+                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            )
+            (self._etc / "group").write_text(f"root:x:0:\nagent:x:{self.gid}:\nnogroup:x:65534:\n")
+            (self._etc / "hosts").write_text("127.0.0.1 localhost sandbox\n::1 localhost\n")
+            store = self.root / "snapshots"
+            store.mkdir(mode=0o700)
+            self._snapshots = WorkspaceSnapshots(self.workspace, store, owner=(self.uid, self.gid))
+            self._cgroup = _Cgroup(
+                self.root.name, self.config.memory_mb * 1024 * 1024, self.config.max_processes
+            )
+            self._prefix = self._build_prefix()
+            for path, data in (files or {}).items():
+                self.write_file(path, data)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- command line -------------------------------------------------------------------
+    def _build_prefix(self) -> list[str]:
+        c = self.config
+        argv: list[str] = []
+        if self._cgroup.procs:  # join the cgroups before anything forks (race-free)
+            joins = "; ".join(f"echo $$ > '{p}'" for p in self._cgroup.procs)
+            argv += ["/bin/sh", "-c", f'{joins} || exit 125; exec "$@"', "sh"]
+        limits = [
+            f"--cpu={c.cpu_time_s}",
+            f"--as={c.memory_mb * 1024 * 1024}",
+            f"--nproc={c.max_processes}",
+            f"--fsize={c.max_file_mb * 1024 * 1024}",
+            "--core=0",
+        ]
+        if self._as_root:
+            argv += ["prlimit", *limits, "--"]
+            argv += [
+                "setpriv",
+                f"--reuid={self.uid}",
+                f"--regid={self.gid}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--",
+            ]
+        else:
+            argv += ["prlimit", *limits, "--"]
+        argv += ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
+        argv += ["--ro-bind", "/usr", "/usr"]
+        for d in ("bin", "lib", "lib64", "lib32", "libx32", "sbin"):
+            host = Path("/") / d
+            if host.is_symlink():
+                argv += ["--symlink", os.readlink(host), f"/{d}"]
+            elif host.is_dir():
+                argv += ["--ro-bind", str(host), f"/{d}"]
+        argv += ["--ro-bind", str(self._etc), "/etc"]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--bind", str(self._tmp), "/tmp"]
+        argv += [
+            "--bind",
+            str(self.workspace),
+            c.workdir,
+            "--chdir",
+            c.workdir,
+            "--hostname",
+            "sandbox",
+        ]
+        env = {
+            "PATH": PATH,
+            "HOME": c.workdir,
+            "USER": "agent",
+            "LOGNAME": "agent",
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "TERM": "dumb",
+            "TMPDIR": "/tmp",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "GIT_AUTHOR_NAME": "agent",
+            "GIT_AUTHOR_EMAIL": "agent@sandbox",
+            "GIT_COMMITTER_NAME": "agent",
+            "GIT_COMMITTER_EMAIL": "agent@sandbox",
+            "GIT_PAGER": "cat",
+            "PAGER": "cat",
+        }
+        for k, v in env.items():
+            argv += ["--setenv", k, v]
+        return [*argv, "/bin/bash", "-lc"]
+
+    # -- Sandbox API --------------------------------------------------------------------
+    def exec(
+        self, cmd: str, *, timeout: float | None = None, stdin: str | None = None
+    ) -> ExecResult:
+        """Run ``cmd`` with ``bash -lc`` in the workspace (see :class:`Sandbox`).
+
+        A timeout kills every process the command started and returns exit code 124 with
+        ``timed_out=True``; output beyond ``config.max_output_chars`` is cut in the middle
+        with a ``[... N characters truncated ...]`` marker.
+        """
+        self._check_open()
+        limit = self.config.timeout_s if timeout is None else timeout
+        if limit <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        with self._lock:
+            return self._run([*self._prefix, cmd], limit, stdin)
+
+    def _run(self, argv: list[str], limit: float, stdin: str | None) -> ExecResult:
+        start = time.monotonic()
+        deadline = start + limit
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as e:
+            raise SandboxError(
+                f"could not start bubblewrap ({argv[0]}): {e}; {INSTALL_HINT}"
+            ) from e
+        outs = {
+            proc.stdout: OutputCapture(self.config.max_output_chars),
+            proc.stderr: OutputCapture(self.config.max_output_chars),
+        }
+        timed_out = False
+        pending = stdin.encode() if stdin is not None else b""
+        sel_done = True
+        with selectors.DefaultSelector() as sel:
+            for f in outs:
+                os.set_blocking(f.fileno(), False)
+                sel.register(f, selectors.EVENT_READ)
+            if proc.stdin is not None:
+                if pending:
+                    os.set_blocking(proc.stdin.fileno(), False)
+                    sel.register(proc.stdin, selectors.EVENT_WRITE)
+                else:
+                    proc.stdin.close()
+            while sel.get_map():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 and not timed_out:
+                    timed_out = True
+                    self._kill(proc)
+                    deadline = time.monotonic() + 5.0  # pipes close once the namespace is gone
+                    continue
+                if remaining <= 0:
+                    sel_done = False  # something outside the namespace holds a pipe: give up on it
+                    break
+                for key, _ in sel.select(remaining):
+                    f = key.fileobj
+                    if f is proc.stdin:
+                        try:
+                            n = os.write(f.fileno(), pending[:65536])
+                            pending = pending[n:]
+                        except (BrokenPipeError, OSError):
+                            pending = b""
+                        if not pending:
+                            sel.unregister(f)
+                            f.close()
+                        continue
+                    try:
+                        data = os.read(f.fileno(), 65536)
+                    except BlockingIOError:
+                        continue
+                    if data:
+                        outs[f].feed(data)
+                    else:
+                        sel.unregister(f)
+        for f in (proc.stdout, proc.stderr, proc.stdin):
+            if f is not None and not f.closed:
+                f.close()
+        if not sel_done:
+            self._kill(proc)
+        code = proc.wait()  # blocking waitpid (wait(timeout) polls with sleeps)
+        out, t1 = outs[proc.stdout].text(self.config.max_output_chars)
+        err, t2 = outs[proc.stderr].text(self.config.max_output_chars)
+        if timed_out:
+            code = 124
+            err = f"{err}{'' if not err or err.endswith(chr(10)) else chr(10)}[timed out after {limit:g}s: every process of the command was killed]\n"
+        elif code < 0:  # the sandbox itself was killed by a signal (e.g. the cgroup OOM killer)
+            code = 128 - code
+        return ExecResult(code, out, err, time.monotonic() - start, timed_out, t1 or t2)
+
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        # bubblewrap's namespace init dies with it (--die-with-parent), and with it the namespace
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        self._cgroup.kill()
+
+    def _host_path(self, path: str, *, must_exist: bool) -> Path:
+        rel = workspace_relpath(path, self.config.workdir)
+        p = self.workspace / rel if rel else self.workspace
+        real = Path(os.path.realpath(p))
+        ws = Path(os.path.realpath(self.workspace))
+        if real != ws and ws not in real.parents:
+            raise WorkspacePathError(
+                f"path {path!r} resolves outside the workspace (through a symlink)"
+            )
+        if must_exist and not real.exists():
+            raise FileNotFoundError(f"no such file in the workspace: {path}")
+        return real
+
+    def read_file(self, path: str) -> bytes:
+        """Bytes of a workspace file; refuses paths (and symlinks) leading outside."""
+        self._check_open()
+        p = self._host_path(path, must_exist=True)
+        if p.is_dir():
+            raise IsADirectoryError(f"{path} is a directory")
+        return p.read_bytes()
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        """Create or overwrite a workspace file (owned by the sandbox user), making parents."""
+        self._check_open()
+        p = self._host_path(path, must_exist=False)
+        if p == Path(os.path.realpath(self.workspace)):
+            raise IsADirectoryError(f"{path} is the workspace directory")
+        rel_parts = p.relative_to(os.path.realpath(self.workspace)).parts
+        d = Path(os.path.realpath(self.workspace))
+        for part in rel_parts[:-1]:
+            d = d / part
+            if not d.exists():
+                d.mkdir(mode=0o755)
+                os.chown(d, self.uid, self.gid)
+        payload = data.encode() if isinstance(data, str) else bytes(data)
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        try:
+            os.fchown(fd, self.uid, self.gid)
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
+    def snapshot(self) -> str:
+        """Save the workspace (incremental on restore: see :mod:`knowlyr.sandbox.snapshot`)."""
+        self._check_open()
+        with self._lock:
+            return self._snapshots.snapshot()
+
+    def restore(self, snapshot_id: str) -> None:
+        """Put the workspace back as it was at ``snapshot_id``."""
+        self._check_open()
+        if snapshot_id not in self._snapshots:
+            raise SandboxError(f"unknown snapshot {snapshot_id!r}; take one with snapshot() first")
+        with self._lock:
+            self._snapshots.restore(snapshot_id)
+
+    def close(self) -> None:
+        """Kill anything left, remove the cgroup and delete the sandbox directory. Idempotent."""
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        cg = getattr(self, "_cgroup", None)
+        if cg is not None:
+            cg.close()
+        root = getattr(self, "root", None)
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError("this sandbox is closed; create a new one with create_sandbox()")
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __repr__(self) -> str:
+        return f"<LocalSandbox {self.root} uid={self.uid}{' closed' if self._closed else ''}>"
