@@ -18,6 +18,7 @@ as ``metadata["user_message"]`` on the next step.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -39,6 +40,9 @@ from knowlyr.recorder.base import (
 from knowlyr.trajectory import Step, Trajectory
 
 __all__ = ["AnthropicAdapter", "ClaudeCodeAdapter", "OpenAIChatAdapter"]
+
+# OpenHands-style tool results end with "[Command finished with exit code N]".
+_EXIT = re.compile(r"\[Command finished with exit code (-?\d+)\]\s*$")
 
 
 class _Builder:
@@ -92,7 +96,10 @@ class _Builder:
         if s is None:
             return
         text = as_str(content)
-        s.observation = observation(text, None, text if is_error else None)
+        m = _EXIT.search(text[-200:])
+        s.observation = observation(
+            text, int(m.group(1)) if m else None, text if is_error else None
+        )
 
     def task_id(self, given: Any) -> str:
         if given:
