@@ -22,7 +22,7 @@ from typing import Any
 
 from knowlyr.core.profile import DomainProfile, ToolCategory, guess_category
 
-__all__ = ["ActionFacets", "action_facets"]
+__all__ = ["ActionFacets", "ToolResolver", "action_facets"]
 
 # Edit kinds.
 NO_EDIT, REPLACE, REGION, UNDO = 0, 1, 2, 3
@@ -186,8 +186,38 @@ def _ipython(code: str) -> ActionFacets | None:
     return None
 
 
+class ToolResolver:
+    """Memoised ``profile`` lookups: (tool, command) -> (canonical name, category, stateful key).
+
+    Profile lookups go through pydantic private attributes (microseconds each); the rule
+    layer resolves millions of steps, so it resolves each distinct tool once.
+    """
+
+    __slots__ = ("_cache", "profile")
+
+    def __init__(self, profile: DomainProfile):
+        self.profile = profile
+        self._cache: dict[tuple[str, Any], tuple[str, ToolCategory, str | None]] = {}
+
+    def __call__(self, tool: str, params: dict[str, Any]) -> tuple[str, ToolCategory, str | None]:
+        cmd = params.get("command")
+        k = (tool, cmd if isinstance(cmd, str) and len(cmd) < 40 else None)
+        hit = self._cache.get(k)
+        if hit is None:
+            p = self.profile
+            name = p.canonical(tool, params)
+            spec = p.tool(tool, params)
+            category = spec.category if spec is not None else guess_category(name)
+            hit = (name, category, spec.stateful_key if spec is not None else None)
+            self._cache[k] = hit
+        return hit
+
+
 def action_facets(
-    profile: DomainProfile, tool: str, params: dict[str, Any], open_file: str | None = None
+    profile: DomainProfile | ToolResolver,
+    tool: str,
+    params: dict[str, Any],
+    open_file: str | None = None,
 ) -> ActionFacets:
     """The rule-relevant view of ``tool(params)``.
 
@@ -203,9 +233,10 @@ def action_facets(
         ...               {"command": "view", "path": "/a.py"}).tool
         'read_file'
     """
-    name = profile.canonical(tool, params)
-    spec = profile.tool(tool, params)
-    category = spec.category if spec is not None else guess_category(name)
+    if isinstance(profile, ToolResolver):
+        name, category, key = profile(tool, params)
+    else:
+        name, category, key = ToolResolver(profile)(tool, params)
     cmd = _first(params, _CMD_KEYS)
     if isinstance(cmd, str):
         f = None
@@ -221,10 +252,11 @@ def action_facets(
         f = _swe_command(tool, open_file)  # an argument-less SWE-agent command
         if f is not None:
             return f
-    key = spec.stateful_key if spec is not None else None
     target = params.get(key) if key else None
     if target is None:
         target = _first(params, _PATH_KEYS)
+    if target is None and open_file is not None and tool in _SWE_COMMANDS:
+        target = open_file  # SWE-agent edit/goto/scroll act on the open file
     target = str(target) if target is not None else None
     if category == ToolCategory.WRITE:
         if params.get("command") == "undo_edit":
@@ -234,7 +266,8 @@ def action_facets(
             return ActionFacets(name, category.value, target, REPLACE, str(old), str(new))
         content = _first(params, _CONTENT_KEYS)
         if content is not None:
-            region = f"{params.get('start', '')}:{params.get('end', '')}"
+            start = params.get("start", params.get("start_line", ""))
+            region = f"{start}:{params.get('end', params.get('end_line', ''))}"
             if params.get("command") == "insert" or "insert_line" in params:
                 region = f"insert:{params.get('insert_line', '')}"
             return ActionFacets(name, category.value, target, REGION, region, str(content))

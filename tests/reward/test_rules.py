@@ -86,7 +86,8 @@ def test_regression_fires_when_swe_agent_edit_restores_region():
     t = load_fixture("swe_agent/pydicom__pydicom-1458.traj")[0]
     steps = list(t.steps[:2])  # create reproduce_bug.py, edit 1:1 with the script
     first_body = steps[1].action.params
-    steps.append(call("edit", args="1:1\nprint('other')\nend_of_edit", output="[File: ...]"))
+    other = call("edit", start_line=1, end_line=1, replacement="print('other')", output="[File]")
+    steps.append(other)
     steps.append(
         Step(
             index=3,
