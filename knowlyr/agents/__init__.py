@@ -1,7 +1,36 @@
-"""Policies: scripted experts, noisy and random agents, local models (the inference bridge)."""
+"""Policies: scripted experts, noisy and random agents, local models (the inference bridge).
+
+Example:
+    >>> import knowlyr
+    >>> from knowlyr.agents import ExpertAgent, NoisyExpert, RandomAgent
+    >>> from knowlyr.rollout import collect
+    >>> trajs = collect("knowlyr/conversation", ExpertAgent, 4, seed=0)  # doctest: +SKIP
+"""
 
 from __future__ import annotations
 
 from knowlyr.agents.base import Agent
+from knowlyr.agents.noisy import NOISE_KINDS, NoisyExpert, RandomAgent
+from knowlyr.agents.scripted import (
+    AdvisoryExpert,
+    CodingExpert,
+    ConversationExpert,
+    DiscussionExpert,
+    EngineeringExpert,
+    ExpertAgent,
+    ScriptedExpert,
+)
 
-__all__ = ["Agent"]
+__all__ = [
+    "NOISE_KINDS",
+    "AdvisoryExpert",
+    "Agent",
+    "CodingExpert",
+    "ConversationExpert",
+    "DiscussionExpert",
+    "EngineeringExpert",
+    "ExpertAgent",
+    "NoisyExpert",
+    "RandomAgent",
+    "ScriptedExpert",
+]

@@ -1,6 +1,40 @@
 """Built-in environments, registered under ``knowlyr/*`` when ``knowlyr`` is imported.
 
 Registration uses ``"module:Class"`` entry points, so importing this package starts nothing.
+
+=======================  ==========================================  ==========================
+id                       class                                       tools
+=======================  ==========================================  ==========================
+knowlyr/conversation     knowlyr.envs.conversation:ConversationEnv   query_stats, web_search,
+                                                                     send_message, respond
+knowlyr/advisory         knowlyr.envs.conversation:AdvisoryEnv       knowledge_base, web_search,
+                                                                     create_note, respond
+knowlyr/discussion       knowlyr.envs.conversation:DiscussionEnv     knowledge_base, think,
+                                                                     respond
+=======================  ==========================================  ==========================
+
+Every env takes ``family=``, ``split=``, ``tasks=`` (see :class:`knowlyr.envs.base.TaskEnv`).
 """
 
 from __future__ import annotations
+
+from knowlyr.core.registry import register
+
+register(
+    "knowlyr/conversation",
+    "knowlyr.envs.conversation:ConversationEnv",
+    max_steps=10,
+    description="Customer service over a seeded order/account database (query, act, respond).",
+)
+register(
+    "knowlyr/advisory",
+    "knowlyr.envs.conversation:AdvisoryEnv",
+    max_steps=10,
+    description="Grounded advice from a knowledge base; notes and a checked answer.",
+)
+register(
+    "knowlyr/discussion",
+    "knowlyr.envs.conversation:DiscussionEnv",
+    max_steps=10,
+    description="Take a position grounded in a policy and the facts it applies to.",
+)

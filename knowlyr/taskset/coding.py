@@ -11,7 +11,7 @@ Example:
     >>> suite = get_suite("coding")
     >>> t = suite.task(0)
     >>> sorted(t.files)[:2], t.test_command
-    (['numeric/__init__.py', 'numeric/ranges.py'], 'python3 .knowlyr_hidden/run_tests.py .knowlyr_hidden')
+    (['numeric/__init__.py', 'numeric/numeric.py'], 'python3 .knowlyr_hidden/run_tests.py .knowlyr_hidden')
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ class CodingSuite(Suite):
         else:
             fix = {
                 "tool": "edit_file",
-                "params": {"path": module_path, "old": target_buggy, "new": correct},
+                "params": {"path": module_path, "old_str": target_buggy, "new_str": correct},
             }
         solution = [
             {"tool": "read_file", "params": {"path": module_path}},

@@ -42,6 +42,7 @@ __all__ = [
     "contains_fact",
     "evaluate_answer",
     "evaluate_conversation",
+    "score_checks",
 ]
 
 STATUSES = ("pending", "processing", "shipped", "delivered", "cancelled")
@@ -151,6 +152,18 @@ class ServiceDB:
         return out
 
 
+_NEGATIVE = ("does not state", "unexpected change")
+
+
+def score_checks(checks: dict[str, bool]) -> float:
+    """Partial credit: the share of positive checks met (facts stated, required changes made),
+    halved when a negative check fails (a distractor stated, an unexpected change made)."""
+    positive = [v for k, v in checks.items() if not k.startswith(_NEGATIVE)]
+    negative_ok = all(v for k, v in checks.items() if k.startswith(_NEGATIVE))
+    share = sum(positive) / len(positive) if positive else float(negative_ok)
+    return round(share if negative_ok else share / 2, 4)
+
+
 def evaluate_answer(task: Task, answer: str) -> dict[str, Any]:
     """Checks on the final answer alone: expected facts present, distractors absent."""
     checks: dict[str, bool] = {}
@@ -183,12 +196,7 @@ def evaluate_conversation(task: Task, db: ServiceDB, answer: str | None) -> dict
             for f in fields:
                 if f not in expected.get(kind, {}).get(key, {}):
                     checks[f"unexpected change: {kind[:-1]} {key} {f}"] = False
-    passed = sum(checks.values())
-    return {
-        "success": all(checks.values()),
-        "score": round(passed / len(checks), 4) if checks else 0.0,
-        "checks": checks,
-    }
+    return {"success": all(checks.values()), "score": score_checks(checks), "checks": checks}
 
 
 class ConversationSuite(Suite):

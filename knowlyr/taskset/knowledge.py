@@ -21,7 +21,7 @@ import random
 import re
 from typing import Any
 
-from knowlyr.taskset.conversation import evaluate_answer
+from knowlyr.taskset.conversation import contains_fact, evaluate_answer, score_checks
 from knowlyr.taskset.suite import Suite
 from knowlyr.taskset.task import Task
 
@@ -75,17 +75,10 @@ def evaluate_knowledge(
         m = re.match(r"\s*position:\s*(for|against)\b", text, re.I)
         checks[f"position is {position!r}"] = bool(m) and m.group(1).lower() == position
     for must in task.data.get("note_must_contain", []):
-        from knowlyr.taskset.conversation import contains_fact
-
         checks[f"note mentions {must!r}"] = any(
             contains_fact(f"{n['title']} {n['text']}", must) for n in notes or []
         )
-    passed = sum(checks.values())
-    return {
-        "success": all(checks.values()),
-        "score": round(passed / len(checks), 4) if checks else 0.0,
-        "checks": checks,
-    }
+    return {"success": all(checks.values()), "score": score_checks(checks), "checks": checks}
 
 
 class _KnowledgeSuite(Suite):

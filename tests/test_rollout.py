@@ -1,0 +1,97 @@
+"""collect(): ordered, reproducible at any concurrency, failures and truncations recorded."""
+
+from __future__ import annotations
+
+import pytest
+
+from knowlyr.agents import Agent, ExpertAgent, NoisyExpert, RandomAgent
+from knowlyr.errors import ConfigError
+from knowlyr.rollout import collect
+from knowlyr.taskset import sample
+from knowlyr.trajectory import Trajectory
+
+
+def test_collect_returns_trajectories_in_order_with_outcomes():
+    trajs = collect("knowlyr/conversation", ExpertAgent, 12, seed=5)
+    assert len(trajs) == 12 and all(isinstance(t, Trajectory) for t in trajs)
+    assert [t.metadata["episode"] for t in trajs] == list(range(12))
+    assert all(t.outcome.success and t.outcome.terminated for t in trajs)
+    assert all(t.agent.name == "expert" for t in trajs)
+    assert all(
+        t.task.suite == "conversation" and t.steps[-1].action.tool == "respond" for t in trajs
+    )
+    assert all(t.steps[0].thought for t in trajs)
+
+
+@pytest.mark.parametrize("concurrency", [2, 4])
+def test_concurrency_gives_the_same_episodes(concurrency):
+    kw = {"seed": 1, "env_kwargs": {"split": "train"}}
+    one = collect("knowlyr/conversation", lambda: NoisyExpert(noise=0.3, seed=3), 16, **kw)
+    many = collect(
+        "knowlyr/conversation",
+        lambda: NoisyExpert(noise=0.3, seed=3),
+        16,
+        concurrency=concurrency,
+        **kw,
+    )
+    assert [t.id for t in one] == [t.id for t in many]
+    assert len({t.task.task_id for t in one}) > 10
+
+
+def test_tasks_are_cycled_and_env_kwargs_passed():
+    tasks = sample("conversation", 3, seed=0, family="order_status", split="heldout")
+    trajs = collect("knowlyr/conversation", ExpertAgent, 6, tasks=tasks)
+    assert [t.task.task_id for t in trajs] == [t.task_id for t in tasks] * 2
+    fam = collect("knowlyr/conversation", ExpertAgent, 5, env_kwargs={"family": "order_status"})
+    assert {t.task.metadata["family"] for t in fam} == {"order_status"}
+    assert all(len(t.steps) == 2 for t in fam)
+
+
+class _Crashes(Agent):
+    name = "crashes"
+
+    def __init__(self):
+        self.n = 0
+
+    def reset(self, info=None):
+        self.n = 0
+
+    def act(self, observation, info):
+        self.n += 1
+        if self.n == 2:
+            raise RuntimeError("model server went away")
+        return {"tool": "web_search", "params": {"query": "returns"}}
+
+
+def test_a_failing_episode_is_recorded_not_raised():
+    trajs = collect("knowlyr/conversation", _Crashes, 3, concurrency=2)
+    assert len(trajs) == 3
+    for t in trajs:
+        assert t.outcome.success is False and t.outcome.reason.startswith("error: RuntimeError")
+        assert len(t.steps) == 1 and "model server went away" in t.metadata["traceback"]
+        assert t.task.task_id.startswith("conversation-")
+
+
+def test_truncated_episodes_are_failed_and_scored():
+    trajs = collect("knowlyr/discussion", RandomAgent, 4, max_steps=1)
+    for t in trajs:
+        assert t.outcome.success is False
+        if t.outcome.truncated:
+            assert len(t.steps) == 1 and t.outcome.score is not None and "checks" in t.metadata
+
+
+def test_reward_fn_replaces_step_rewards():
+    trajs = collect("knowlyr/conversation", ExpertAgent, 2, reward_fn=lambda action, ts: -1.0)
+    assert all(s.reward == -1.0 for t in trajs for s in t.steps)
+
+
+def test_bad_arguments_are_config_errors():
+    with pytest.raises(ConfigError, match="factory"):
+        collect("knowlyr/conversation", ExpertAgent(), 2, concurrency=2)
+    with pytest.raises(ConfigError, match="n_episodes"):
+        collect("knowlyr/conversation", ExpertAgent, -1)
+    with pytest.raises(ConfigError, match="concurrency"):
+        collect("knowlyr/conversation", ExpertAgent, 1, concurrency=0)
+    with pytest.raises(ConfigError, match="Did you mean"):
+        collect("knowlyr/conversatoin", ExpertAgent, 1)
+    assert collect("knowlyr/conversation", ExpertAgent(), 0) == []
