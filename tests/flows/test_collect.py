@@ -1,0 +1,48 @@
+"""``collect``: episodes fanned out through the task runner, deduplicated into the store."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.collect import CollectParams, collect
+from knowlyr.store import Store
+from tests.flows.helpers import artifact_keys, task_states
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+def test_collect_fans_out_shards_and_a_new_seed_recollects(store_url):
+    params = CollectParams(episodes=12, shards=3, store_url=store_url)
+    state = collect(params, return_state=True)
+    report = state.result()
+    assert report.episodes == 12 and report.successes == 12  # the scripted expert
+    assert report.trajectories.new == 12
+    states = task_states(state.state_details.flow_run_id)
+    assert sorted(n for n in states if n.startswith("collect-")) == [
+        f"collect-knowlyr/conversation-expert-4ep-s{i}" for i in range(3)
+    ]
+    assert set(states.values()) == {"Completed"}
+    assert "collect-counts" in artifact_keys(state.state_details.flow_run_id)
+    # Every stored trajectory points back to the raw episode log it was recorded from.
+    store = Store.open(report.store_url)
+    trajs = store.read_trajectories()
+    assert len(trajs) == 12 and all(store.has_blob(t.source.blob) for t in trajs)
+
+    # Another seed samples other tasks: everything downstream of sampling recomputes.
+    other = collect(params.model_copy(update={"seed": 1}), return_state=True)
+    assert set(task_states(other.state_details.flow_run_id).values()) == {"Completed"}
+    assert store.count("trajectories") == 12 + other.result().trajectories.new
+
+
+def test_collect_on_a_dask_local_cluster(store_url):
+    pytest.importorskip("prefect_dask")
+    from prefect_dask import DaskTaskRunner
+
+    runner = DaskTaskRunner(
+        cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False}
+    )
+    params = CollectParams(episodes=6, shards=2, seed=7, agent="noisy:0.5", store_url=store_url)
+    report = collect.with_options(task_runner=runner)(params)
+    assert report.episodes == 6 and report.trajectories.new == 6
+    trajs = Store.open(report.store_url).read_trajectories()
+    assert {t.agent.name for t in trajs} == {"noisy-expert"}
