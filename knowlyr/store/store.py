@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from knowlyr.errors import ConfigError, NotFoundError, StoreError
@@ -55,6 +55,8 @@ __all__ = ["DEFAULT_STORE", "Store"]
 
 DEFAULT_STORE = ".knowlyr/store"
 _MAX_COMMIT_RETRIES = 20
+_ZSTD_LEVEL = 3
+_STREAM_ROWS = 1000  # trajectories serialised per Arrow batch while the writer compresses
 
 
 def default_url() -> str:
@@ -370,18 +372,24 @@ class Store:
     def _write(
         self,
         table: str,
-        df: pl.DataFrame | pa.Table,
+        data: pl.DataFrame | pa.Table | Callable[[], Any] | None,
         *,
         new: int,
         dups: int,
         digest: str,
         base: int | None,
         key: list[str] | None = None,
+        new_keys: list[str] | None = None,
     ) -> Manifest:
-        """Commit ``df`` (already deduped against ``base``) as the next version of ``table``."""
+        """Commit ``data`` (already deduped against ``base``) as the next version of ``table``.
+
+        ``data`` may be a factory returning a fresh Arrow stream (so a large batch is
+        serialised while the writer compresses, and can be replayed on a commit retry);
+        ``new_keys`` are then the single-column keys it holds (to extend the key cache).
+        """
         import polars as pl
 
-        if new == 0:
+        if new == 0 or data is None:
             rows = self.count(table, version=base) if base is not None else 0
             return Manifest(
                 store=self.url,
@@ -393,23 +401,31 @@ class Store:
                 committed=False,
                 digest=digest,
             )
-        data = df.to_arrow() if isinstance(df, pl.DataFrame) else df
-        version = self._commit(
-            table, data, key=key, base=base, meta={"new": new, "duplicates": dups}
+        if isinstance(data, pl.DataFrame):
+            data = data.to_arrow()
+        if key is not None and len(key) == 1 and new_keys is None and not callable(data):
+            new_keys = data.column(key[0]).to_pylist()
+        factory = data if callable(data) else (lambda: data)
+        total = new + dups
+        version, inserted = self._commit(
+            table, factory, key=key, meta={"new": new, "duplicates": dups}
         )
-        rows = (self.count(table, version=base) if base is not None else 0) + new
-        self._rows[(table, version)] = rows
-        if key is not None and base is not None and len(key) == 1:
-            ck = (f"{table}:{key[0]}", base)
-            if ck in self._keys:  # extend the cached key set to the new version
-                self._keys[(ck[0], version)] = self._keys[ck] | set(data.column(key[0]).to_pylist())
+        if inserted is None and base is not None and version == base + 1:
+            rows = self.count(table, version=base) + new  # we held the lock: exact
+            self._rows[(table, version)] = rows
+            ck = (f"{table}:{key[0]}", base) if key is not None and len(key) == 1 else None
+            if ck is not None and ck in self._keys and new_keys is not None:
+                self._keys[(ck[0], version)] = self._keys[ck] | set(new_keys)
+        else:
+            new = new if inserted is None else inserted
+            rows = self.count(table, version=version)
         return Manifest(
             store=self.url,
             table=table,
             version=version,
             rows=rows,
             new=new,
-            duplicates=dups,
+            duplicates=total - new,
             committed=True,
             digest=digest,
         )
@@ -418,31 +434,35 @@ class Store:
         from deltalake import WriterProperties
 
         return WriterProperties(
-            compression="ZSTD", compression_level=3, data_page_size_limit=8 << 20
+            compression="ZSTD", compression_level=_ZSTD_LEVEL, data_page_size_limit=8 << 20
         )
 
     def _commit(
         self,
         table: str,
-        data: pa.Table,
+        factory: Callable[[], Any],
         *,
         key: list[str] | None,
-        base: int | None,
         meta: dict[str, Any],
-    ) -> int:
-        """Write ``data`` as one transaction; returns the new version."""
+    ) -> tuple[int, int | None]:
+        """Write ``factory()`` as one transaction.
+
+        Returns the new version and, for a MERGE, how many rows it inserted (None for a
+        plain append, where every row was inserted).
+        """
         from deltalake import CommitProperties, write_deltalake
         from deltalake.exceptions import CommitFailedError
 
         uri = self.table_uri(table)
         props = CommitProperties(custom_metadata={f"knowlyr.{k}": str(v) for k, v in meta.items()})
         wp = self._writer_properties()
+        inserted: int | None = None
         if self._lock_dir is not None or key is None:
             # Local: we hold the table lock, so a plain append is dedup-safe.
             try:
                 write_deltalake(
                     uri,
-                    data,
+                    factory(),
                     mode="append",
                     schema_mode="merge",
                     writer_properties=wp,
@@ -461,16 +481,16 @@ class Store:
                     if dt is None:
                         write_deltalake(
                             uri,
-                            data,
+                            factory(),
                             mode="error",
                             writer_properties=wp,
                             commit_properties=props,
                             storage_options=self._so(),
                         )
                     else:
-                        (
+                        metrics = (
                             dt.merge(
-                                data,
+                                factory(),
                                 pred,
                                 source_alias="s",
                                 target_alias="t",
@@ -481,6 +501,7 @@ class Store:
                             .when_not_matched_insert_all()
                             .execute()
                         )
+                        inserted = int(metrics.get("num_target_rows_inserted", 0))
                     break
                 except (CommitFailedError, FileExistsError) as e:
                     if attempt == _MAX_COMMIT_RETRIES - 1:
@@ -493,7 +514,7 @@ class Store:
                     raise StoreError(f"could not write table {table!r} in {self.url}: {e}") from e
         v = self.version(table)
         assert v is not None
-        return v
+        return v, inserted
 
     def _merge_update(
         self, table: str, df: pl.DataFrame, cols: list[str], n_in: int, digest: str
@@ -581,12 +602,13 @@ class Store:
                 fresh = self._fresh(trajs, ids, latest)
             return self._write(
                 "trajectories",
-                trajectory_arrow(fresh) if fresh else None,
+                _trajectory_stream(fresh) if fresh else None,
                 new=len(fresh),
                 dups=len(trajs) - len(fresh),
                 digest=digest,
                 base=base,
                 key=["id"],
+                new_keys=[t.id for t in fresh],
             )
 
     @staticmethod
@@ -764,6 +786,21 @@ class Store:
         from knowlyr.store.lineage import lineage
 
         return lineage(self, ref)
+
+
+def _trajectory_stream(trajs: list[Trajectory]) -> Callable[[], Any]:
+    """A factory of Arrow streams over ``trajs`` sorted by task (similar rows compress together),
+    serialised ``_STREAM_ROWS`` at a time as the Delta writer pulls them."""
+    import pyarrow as pa
+
+    ordered = sorted(trajs, key=lambda t: (t.task.task_id, t.id))
+    schema = trajectory_arrow(ordered[:1]).schema
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for i in range(0, len(ordered), _STREAM_ROWS):
+            yield from trajectory_arrow(ordered[i : i + _STREAM_ROWS], sort=False).to_batches()
+
+    return lambda: pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def known_tables() -> list[str]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import polars as pl
@@ -216,8 +216,10 @@ def empty_frame(spec: TableSpec | None) -> pl.DataFrame:
     return pl.DataFrame(schema={c: polars_type(t) for c, t in spec.columns.items()})
 
 
-def trajectory_arrow(trajs: list[Trajectory], *, now: datetime | None = None) -> pa.Table:
-    """Rows of the ``trajectories`` table for ``trajs``, sorted by task for compression.
+def trajectory_arrow(
+    trajs: list[Trajectory], *, now: datetime | None = None, sort: bool = True
+) -> pa.Table:
+    """Rows of the ``trajectories`` table for ``trajs`` (sorted by task for compression).
 
     One ``model_dump_json`` per trajectory (pydantic-core, no intermediate dicts) is the only
     per-row serialisation; query columns are read straight off the attributes.
@@ -225,36 +227,32 @@ def trajectory_arrow(trajs: list[Trajectory], *, now: datetime | None = None) ->
     import pyarrow as pa
 
     now = now or datetime.now(UTC)
-    n = len(trajs)
-    cols: dict[str, list[Any]] = {k: [None] * n for k in TRAJECTORY_COLUMNS if k != "created_at"}
-    for i, t in enumerate(trajs):
-        task, agent, out, src = t.task, t.agent, t.outcome, t.source
-        cols["id"][i] = t.id
-        cols["task_id"][i] = task.task_id
-        cols["domain"][i] = task.domain
-        cols["suite"][i] = task.suite
-        cols["agent"][i] = agent.name
-        cols["model"][i] = agent.model
-        cols["n_steps"][i] = len(t.steps)
-        cols["success"][i] = out.success
-        cols["score"][i] = out.score
-        cols["source_format"][i] = src.format
-        cols["source_path"][i] = src.path
-        cols["source_blob"][i] = src.blob
-        cols["data"][i] = t.model_dump_json(exclude_none=True)
-    types = {
-        "str": pa.string(),
-        "i32": pa.int32(),
-        "f64": pa.float64(),
-        "bool": pa.bool_(),
-    }
-    arrays = {}
-    for k, tname in TRAJECTORY_COLUMNS.items():
-        if k == "created_at":
-            arrays[k] = pa.array([now] * n, pa.timestamp("us", tz="UTC"))
-        else:
-            arrays[k] = pa.array(cols[k], pa.large_string() if k == "data" else types[tname])
-    table = pa.table(arrays)
-    if n > 1:
+    tasks = [t.task for t in trajs]
+    agents = [t.agent for t in trajs]
+    outs = [t.outcome for t in trajs]
+    srcs = [t.source for t in trajs]
+    s, i32, f64, b = pa.string(), pa.int32(), pa.float64(), pa.bool_()
+    table = pa.table(
+        {
+            "id": pa.array([t.id for t in trajs], s),
+            "task_id": pa.array([x.task_id for x in tasks], s),
+            "domain": pa.array([x.domain for x in tasks], s),
+            "suite": pa.array([x.suite for x in tasks], s),
+            "agent": pa.array([x.name for x in agents], s),
+            "model": pa.array([x.model for x in agents], s),
+            "n_steps": pa.array([len(t.steps) for t in trajs], i32),
+            "success": pa.array([x.success for x in outs], b),
+            "score": pa.array([x.score for x in outs], f64),
+            "source_format": pa.array([x.format for x in srcs], s),
+            "source_path": pa.array([x.path for x in srcs], s),
+            "source_blob": pa.array([x.blob for x in srcs], s),
+            "created_at": pa.array([now] * len(trajs), pa.timestamp("us", tz="UTC")),
+            "data": pa.array(
+                [t.model_dump_json(exclude_none=True) for t in trajs], pa.large_string()
+            ),
+        }
+    )
+    assert table.column_names == list(TRAJECTORY_COLUMNS)
+    if sort and len(trajs) > 1:
         table = table.sort_by([("task_id", "ascending"), ("id", "ascending")])
     return table

@@ -1,0 +1,222 @@
+"""Store benchmark: add / re-add realistic 20-step trajectories, against per-row SQLite.
+
+Workload (TARGETS.md): 20-step coding trajectories with ~500-character tool outputs. Each
+task has a "repository" (a 30 KB slice of real Python source: the stdlib) and every output is
+a 500-character window of its task's repository, the way agents working on one issue keep
+reading the same files; thoughts are 80-200 characters of prose-like source, instructions 300.
+Every trajectory is distinct (distinct content hash).
+
+Ours: ``Store.add_trajectories`` in batches (one Delta transaction each), then the same
+trajectories again (all duplicates). Baseline: the original knowlyr approach, one SQLite row
+per trajectory keyed on its hash, existence check + INSERT + COMMIT per row (default
+journal/synchronous settings), measured on a subset because it is slow. Trajectory
+construction is not timed for either side; serialisation and writing are.
+
+Run:  .venv/bin/python bench/store_bench.py [--n 100000] [--batch 10000] [--baseline-n 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sqlite3
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+from knowlyr.store import Store
+from knowlyr.trajectory import (
+    AgentInfo,
+    Observation,
+    Outcome,
+    Source,
+    Step,
+    TaskInfo,
+    ToolCall,
+    Trajectory,
+)
+
+TOOLS = ["bash", "read_file", "edit_file", "grep", "write_file"]
+
+
+def _corpus() -> str:
+    d = Path(sysconfig.get_paths()["stdlib"])
+    return "".join(p.read_text(errors="replace") for p in sorted(d.glob("*.py"))[:80])
+
+
+class Workload:
+    """Deterministic realistic trajectories: chunk ``k`` is the same every time it is made."""
+
+    def __init__(self, n_tasks: int = 500, seed: int = 0):
+        self.corpus = _corpus()
+        rng = random.Random(seed)
+        self.tasks = []
+        for i in range(n_tasks):
+            r = rng.randrange(len(self.corpus) - 31_000)
+            instr = " ".join(self.corpus[r : r + 300].split())
+            self.tasks.append((f"repo-{i % 40}__issue-{i}", instr, r))
+
+    def chunk(self, k: int, size: int) -> list[Trajectory]:
+        rng = random.Random(1_000_003 * (k + 1))
+        c = self.corpus
+        out = []
+        for _ in range(size):
+            task_id, instr, r = self.tasks[rng.randrange(len(self.tasks))]
+            steps = []
+            for i in range(20):
+                tool = TOOLS[rng.randrange(len(TOOLS))]
+                if tool == "bash":
+                    params = {
+                        "command": f"python -m pytest tests/test_{rng.randrange(60)}.py -x -q"
+                    }
+                else:
+                    params = {"path": f"src/pkg/mod_{rng.randrange(60)}.py"}
+                j = r + rng.randrange(30_000)
+                t = rng.randrange(len(c) - 200)
+                steps.append(
+                    Step(
+                        index=i,
+                        thought=" ".join(c[t : t + rng.randrange(80, 200)].split()),
+                        action=ToolCall(tool=tool, params=params, call_id=f"call_{i}"),
+                        observation=Observation(
+                            output=c[j : j + 500], exit_code=rng.choice((0, 0, 0, 1))
+                        ),
+                    )
+                )
+            out.append(
+                Trajectory(
+                    task=TaskInfo(
+                        task_id=task_id, domain="coding", suite="swe-mini", instruction=instr
+                    ),
+                    agent=AgentInfo(name="openhands", model="claude-x"),
+                    steps=steps,
+                    outcome=Outcome(
+                        success=rng.random() < 0.3, score=rng.random(), terminated=True
+                    ),
+                    source=Source(format="openhands", path=f"runs/{task_id}.json"),
+                )
+            )
+        return out
+
+
+def _du(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(path) for f in fs)
+
+
+def bench_store(wl: Workload, root: str, n: int, batch: int) -> dict[str, float]:
+    store = Store.open(root)
+    add_s = 0.0
+    for k in range(0, n // batch):
+        trajs = wl.chunk(k, batch)
+        t0 = time.perf_counter()
+        m = store.add_trajectories(trajs)
+        add_s += time.perf_counter() - t0
+        assert m.new == batch, m
+        print(
+            f"  add batch {k}: {batch / (time.perf_counter() - t0):,.0f}/s -> trajectories@{m.version}",
+            flush=True,
+        )
+    readd_s = 0.0
+    fresh = Store.open(root)  # a new process's view: ids are read from the table once
+    for k in range(0, n // batch):
+        trajs = wl.chunk(k, batch)
+        t0 = time.perf_counter()
+        m = fresh.add_trajectories(trajs)
+        readd_s += time.perf_counter() - t0
+        assert m.new == 0 and m.duplicates == batch, m
+    rows = store.count("trajectories")
+    assert rows == n
+    size = _du(os.path.join(root, "tables", "trajectories"))
+    return {"add": n / add_s, "readd": n / readd_s, "bytes": size / rows}
+
+
+def bench_sqlite(wl: Workload, path: str, n: int) -> dict[str, float]:
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE trajectories (id TEXT PRIMARY KEY, task_id TEXT, agent TEXT, model TEXT,"
+        " n_steps INTEGER, success INTEGER, score REAL, data TEXT)"
+    )
+    db.commit()
+    trajs = wl.chunk(0, n)
+
+    def add_all() -> int:
+        added = 0
+        for t in trajs:
+            if db.execute("SELECT 1 FROM trajectories WHERE id = ?", (t.id,)).fetchone():
+                continue
+            db.execute(
+                "INSERT INTO trajectories VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    t.id,
+                    t.task.task_id,
+                    t.agent.name,
+                    t.agent.model,
+                    len(t.steps),
+                    t.outcome.success,
+                    t.outcome.score,
+                    t.to_json().decode(),
+                ),
+            )
+            db.commit()
+            added += 1
+        return added
+
+    t0 = time.perf_counter()
+    assert add_all() == n
+    add_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    assert add_all() == 0
+    readd_s = time.perf_counter() - t0
+    db.close()
+    return {"add": n / add_s, "readd": n / readd_s, "bytes": os.path.getsize(path) / n}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--batch", type=int, default=10_000)
+    ap.add_argument("--baseline-n", type=int, default=5_000)
+    ap.add_argument("--dir", default=None, help="Work directory (default: a temp dir, removed).")
+    a = ap.parse_args()
+    if a.n % a.batch:
+        sys.exit(f"--n must be a multiple of --batch, got {a.n} and {a.batch}")
+    work = a.dir or tempfile.mkdtemp(prefix="knowlyr-store-bench-")
+    os.makedirs(work, exist_ok=True)
+    try:
+        wl = Workload()
+        sample = wl.chunk(0, 200)
+        avg = sum(len(t.to_json()) for t in sample) / len(sample)
+        print(f"workload: 20-step trajectories, {avg / 1000:.1f} KB of JSON each; work dir {work}")
+        print(f"knowlyr store: {a.n:,} trajectories in batches of {a.batch:,}")
+        ours = bench_store(wl, os.path.join(work, "store"), a.n, a.batch)
+        print(f"baseline SQLite (commit per row): {a.baseline_n:,} trajectories")
+        base = bench_sqlite(wl, os.path.join(work, "baseline.sqlite"), a.baseline_n)
+        targets = {"add": (">=", 6_700), "readd": (">=", 90_000), "bytes": ("<=", 3_300)}
+        print()
+        print(
+            f"{'metric':<26}{'knowlyr store':>16}{'SQLite baseline':>18}{'ratio':>9}{'target':>12}"
+        )
+        for key, label, unit in [
+            ("add", "add", "traj/s"),
+            ("readd", "re-add", "traj/s"),
+            ("bytes", "on disk", "B/traj"),
+        ]:
+            op, tv = targets[key]
+            ratio = ours[key] / base[key] if key != "bytes" else base[key] / ours[key]
+            ok = ours[key] >= tv if op == ">=" else ours[key] <= tv
+            print(
+                f"{label + ' (' + unit + ')':<26}{ours[key]:>16,.0f}{base[key]:>18,.0f}"
+                f"{ratio:>8.1f}x{op + f'{tv:,}':>10} {'ok' if ok else 'MISSED'}"
+            )
+        print("(ratio for on-disk size: baseline bytes / ours)")
+    finally:
+        if a.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
