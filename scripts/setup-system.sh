@@ -1,14 +1,47 @@
 #!/usr/bin/env bash
-# Installs the system packages knowlyr needs on Debian 12 (run as root; idempotent).
+# Installs the system packages knowlyr needs on Debian 12 (run as root; idempotent, < 2 s when
+# everything is present):
+#   - bubblewrap + util-linux (setpriv, prlimit): the local sandbox backend;
+#   - python3 and git from Debian (coding tasks run them inside the sandbox);
+#   - Podman and its runtime pieces, /etc/containers/containers.conf, and the offline image
+#     knowlyr-sandbox:latest (python3 + git, built from host packages): the container backend.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
 need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
-command -v setpriv >/dev/null || need+=(util-linux)
+{ command -v setpriv && command -v prlimit; } >/dev/null || need+=(util-linux)
+[ -x /usr/bin/python3 ] || need+=(python3)
+[ -x /usr/bin/git ] || need+=(git)
+command -v podman >/dev/null || need+=(podman runc crun fuse-overlayfs slirp4netns uidmap catatonit)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "missing system packages: ${need[*]}; run: sudo apt-get install -y ${need[*]}" >&2
     exit 1
   fi
+  echo "setup-system: installing ${need[*]}" >&2
   apt-get update -q >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+[ "$(id -u)" = 0 ] || exit 0  # the container engine setup below needs root
+
+# Podman on this platform needs explicit ulimits (soft = hard) and runc (see PLATFORM.md).
+conf=/etc/containers/containers.conf
+want='[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]
+
+[engine]
+runtime = "runc"'
+if [ ! -f "$conf" ] || ! grep -q 'runtime = "runc"' "$conf" || ! grep -q 'nproc=' "$conf"; then
+  mkdir -p /etc/containers
+  [ -f "$conf" ] && cp "$conf" "$conf.knowlyr-backup"
+  printf '%s\n' "$want" >"$conf"
+fi
+
+# The container backend's image: no registry is reachable, so it is imported from a rootfs
+# tarball of host packages (~10 s once; skipped when present).
+if ! podman image exists knowlyr-sandbox:latest 2>/dev/null; then
+  echo "setup-system: building the sandbox image knowlyr-sandbox:latest" >&2
+  /usr/bin/python3 scripts/build_sandbox_image.py --engine podman
 fi

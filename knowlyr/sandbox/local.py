@@ -10,7 +10,7 @@ environment. When the host process is root, the command first drops to a dedicat
 * a per-sandbox cgroup (v1 or v2, where the machine allows) for memory and pids, skipped
   with a logged reason otherwise;
 * a wall-clock timeout: the command runs as pid 1's child in its own PID namespace, so
-  killing bubblewrap kills every process it started, ``setsid`` grandchildren included, and
+  killing that pid 1 kills every process it started, ``setsid`` grandchildren included, and
   the output pipes close. Nothing a command starts outlives it.
 
 The workspace lives on the host (``read_file``/``write_file`` are plain file operations that
@@ -288,15 +288,11 @@ class LocalSandbox(Sandbox):
                 argv += ["--ro-bind", str(host), f"/{d}"]
         argv += ["--ro-bind", str(self._etc), "/etc"]
         argv += ["--proc", "/proc", "--dev", "/dev", "--bind", str(self._tmp), "/tmp"]
-        argv += [
-            "--bind",
-            str(self.workspace),
-            c.workdir,
-            "--chdir",
-            c.workdir,
-            "--hostname",
-            "sandbox",
-        ]
+        argv += ["--bind", str(self.workspace), c.workdir, "--remount-ro", "/"]
+        # No bubblewrap init: its outer process exits without reaping it, which leaves a zombie
+        # wherever the host's pid 1 does not reap. Our own bash is pid 1 instead (it reaps
+        # orphans; the user's command runs in a child bash, so it never is pid 1 itself).
+        argv += ["--as-pid-1", "--chdir", c.workdir, "--hostname", "sandbox"]
         env = {
             "PATH": PATH,
             "HOME": c.workdir,
@@ -316,7 +312,7 @@ class LocalSandbox(Sandbox):
         }
         for k, v in env.items():
             argv += ["--setenv", k, v]
-        return [*argv, "/bin/bash", "-lc"]
+        return [*argv, "/bin/bash", "-c", 'bash -lc "$1"; exit $?', "bash"]
 
     # -- Sandbox API --------------------------------------------------------------------
     def exec(
@@ -414,10 +410,24 @@ class LocalSandbox(Sandbox):
         return ExecResult(code, out, err, time.monotonic() - start, timed_out, t1 or t2)
 
     def _kill(self, proc: subprocess.Popen[bytes]) -> None:
-        # bubblewrap's namespace init dies with it (--die-with-parent), and with it the namespace
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        self._cgroup.kill()
+        """Kill the namespace's pid 1 (the kernel then kills every process in the namespace).
+
+        Killing the pid 1 first lets the outer bubblewrap reap it and exit; killing the outer
+        one first would leave the pid 1 a zombie under the host's pid 1.
+        """
+        try:
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        except OSError:
+            children = []
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:  # init not found or stuck: take everything down
+            self._cgroup.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
     def _host_path(self, path: str, *, must_exist: bool) -> Path:
         rel = workspace_relpath(path, self.config.workdir)
