@@ -38,7 +38,8 @@ class Manifest(BaseModel):
     Attributes:
         store: the store URL.
         table: the table written.
-        version: the table version after the write (unchanged when nothing was new).
+        version: the table version after the write (unchanged when nothing was new;
+            -1 when nothing was new and the table does not exist yet).
         rows: rows in the table at ``version``.
         new: rows this call added.
         duplicates: input rows that were already there (or repeated within the input);

@@ -663,8 +663,8 @@ class Store:
             lf = lf.filter(pl.col("id").is_in(list(ids)))
         if filter is not None:
             lf = lf.filter(filter)
-        df = lf.select("data").collect()
-        for chunk in df.iter_slices(batch_size):
+        # streamed: memory stays at one batch of JSON however large the table is
+        for chunk in lf.select("data").collect_batches(chunk_size=batch_size):
             for data in chunk["data"].to_list():
                 yield Trajectory.model_validate_json(data)
 

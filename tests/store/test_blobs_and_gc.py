@@ -73,3 +73,16 @@ def test_gc_deletes_only_unreferenced_blobs(store: Store) -> None:
     assert not store.has_blob(orphan)
     assert store.get_blob(t.source.blob) == raw
     assert store.get_blob(ckpt) == b"checkpoint"
+
+
+def test_interrupted_blob_write_is_invisible_and_collected(store: Store) -> None:
+    h = store.put_blob(b"complete")
+    d = os.path.join(store.root, "blobs", "sha256", h[:2])
+    leftover = os.path.join(d, ".tmp-deadbeef")  # what a writer killed before its rename leaves
+    with open(leftover, "wb") as f:
+        f.write(b"compl")
+    assert list(store.blobs.iter_hashes()) == [h]
+    store.record_run("keep", outputs={"blob": h})
+    assert store.gc(dry_run=False, min_age_s=0).deleted == 0
+    assert not os.path.exists(leftover)
+    assert store.get_blob(h) == b"complete"

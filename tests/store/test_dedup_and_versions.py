@@ -130,3 +130,48 @@ def test_open_defaults_to_env_then_cwd(tmp_path, monkeypatch) -> None:
     s = Store.open(f"file://{tmp_path / 'viaurl'}")
     assert s.add_trajectories([make_traj(1)]).new == 1
     assert Store.open(str(tmp_path / "viaurl")).read("trajectories").height == 1
+
+
+def test_every_optional_field_survives_the_store(store: Store) -> None:
+    from datetime import UTC, datetime
+
+    from knowlyr.trajectory import Observation, Step, TaskInfo, ToolCall, Trajectory, Usage
+
+    t = Trajectory(
+        task=TaskInfo(
+            task_id="full", instruction="do it", metadata={"repo": "x/y"}, difficulty="hard"
+        ),
+        steps=[
+            Step(
+                index=0,
+                thought="think",
+                action=ToolCall(
+                    tool="edit_file", params={"path": "a.py", "n": [1, 2.5, None]}, call_id="c0"
+                ),
+                observation=Observation(output="ok ✓", exit_code=0, error=None),
+                reward=0.5,
+                usage=Usage(prompt_tokens=10, completion_tokens=3, cost_usd=0.001),
+                token_ids=[1, 2, 3],
+                logprobs=[-0.1, -0.2, -0.3],
+                timestamp=datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC),
+                duration_s=1.25,
+                metadata={"k": {"nested": True}},
+            ),
+            Step(index=1, message="done"),
+        ],
+        metadata={"run_id": "r1"},
+    )
+    store.add_trajectories([t])
+    back = store.get_trajectory(t.id)
+    assert back == t
+    assert back.task.model_extra == {"difficulty": "hard"}
+    assert back.steps[0].token_ids == [1, 2, 3] and back.steps[0].timestamp == t.steps[0].timestamp
+
+
+def test_empty_batch_adds_nothing(store: Store) -> None:
+    m = store.add_trajectories([])
+    assert (m.new, m.duplicates, m.committed, m.version) == (0, 0, False, -1)
+    assert store.version("trajectories") is None
+    assert store.read("trajectories").height == 0
+    store.add_trajectories([make_traj(1)])
+    assert store.add_trajectories([]).version == 0
