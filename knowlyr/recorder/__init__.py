@@ -20,6 +20,7 @@ from knowlyr.recorder.pipeline import (
     Rejected,
     convert,
     detect_format,
+    iter_bytes,
     iter_files,
     iter_records,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "convert",
     "detect_format",
     "get_adapter",
+    "iter_bytes",
     "iter_files",
     "iter_records",
     "list_formats",

@@ -60,6 +60,7 @@ __all__ = [
     "observation",
     "outcome",
     "parse_time",
+    "put",
     "register_adapter",
     "source",
     "step",
@@ -184,6 +185,16 @@ def as_str(x: Any) -> str:
     return str(x)
 
 
+def as_dict(x: Any) -> dict[str, Any]:
+    """``x`` when it is a dict, else ``{}`` (for optional sub-objects of a log)."""
+    return x if isinstance(x, dict) else {}
+
+
+def as_list(x: Any) -> list[Any]:
+    """``x`` when it is a list, else ``[]``."""
+    return x if isinstance(x, list) else []
+
+
 def as_opt_str(x: Any) -> str | None:
     return None if x is None else as_str(x)
 
@@ -265,17 +276,28 @@ def tool_call(tool: Any, params: Any = None, call_id: Any = None) -> ToolCall:
     """A :class:`ToolCall`; ``params`` that is not a dict is kept as ``{"input": params}``."""
     if params is None:
         params = {}
-    elif not isinstance(params, dict):
-        params = {"input": _jsonable(params)}
+    elif type(params) is not dict:
+        params = _jsonable(params) if isinstance(params, dict) else {"input": _jsonable(params)}
     return _build(
-        ToolCall, {"tool": as_str(tool), "params": params, "call_id": as_opt_str(call_id)}
+        ToolCall,
+        {
+            "tool": tool if type(tool) is str else as_str(tool),
+            "params": params,
+            "call_id": call_id if call_id is None or type(call_id) is str else as_str(call_id),
+        },
     )
 
 
 def observation(output: Any = "", exit_code: Any = None, error: Any = None) -> Observation:
     return _build(
         Observation,
-        {"output": as_str(output), "exit_code": as_int(exit_code), "error": as_opt_str(error)},
+        {
+            "output": output if type(output) is str else as_str(output),
+            "exit_code": exit_code
+            if type(exit_code) is int or exit_code is None
+            else as_int(exit_code),
+            "error": error if error is None or type(error) is str else as_str(error),
+        },
     )
 
 
@@ -283,7 +305,9 @@ def usage(
     prompt_tokens: Any = None, completion_tokens: Any = None, cost_usd: Any = None
 ) -> Usage | None:
     """A :class:`Usage`, or ``None`` when the log has none of the three."""
-    p, c, cost = as_int(prompt_tokens), as_int(completion_tokens), as_float(cost_usd)
+    p = prompt_tokens if type(prompt_tokens) is int else as_int(prompt_tokens)
+    c = completion_tokens if type(completion_tokens) is int else as_int(completion_tokens)
+    cost = None if cost_usd is None else as_float(cost_usd)
     if p is None and c is None and cost is None:
         return None
     return _build(Usage, {"prompt_tokens": p, "completion_tokens": c, "cost_usd": cost})
@@ -326,23 +350,33 @@ def step(
     metadata: dict[str, Any] | None = None,
 ) -> Step:
     """A :class:`Step`. ``timestamp`` may be ISO text or epoch; lists are checked element-wise."""
+    # type(x) is ... fast paths: this runs for every step of every log
     return _build(
         Step,
         {
             "index": index,
-            "thought": as_str(thought),
+            "thought": thought if type(thought) is str else as_str(thought),
             "action": action,
-            "message": as_opt_str(message),
+            "message": message if message is None or type(message) is str else as_str(message),
             "observation": observation,
-            "reward": as_float(reward),
+            "reward": None if reward is None else as_float(reward),
             "usage": usage,
-            "token_ids": _int_list(token_ids),
-            "logprobs": _float_list(logprobs),
-            "timestamp": timestamp if isinstance(timestamp, datetime) else parse_time(timestamp),
-            "duration_s": as_float(duration_s),
+            "token_ids": None if token_ids is None else _int_list(token_ids),
+            "logprobs": None if logprobs is None else _float_list(logprobs),
+            "timestamp": None
+            if timestamp is None
+            else timestamp
+            if isinstance(timestamp, datetime)
+            else parse_time(timestamp),
+            "duration_s": None if duration_s is None else as_float(duration_s),
             "metadata": _jsonable(metadata) if metadata else {},
         },
     )
+
+
+def put(model: Any, field: str, value: Any) -> None:
+    """Set a field of a model built here without pydantic's ``__setattr__`` (value already typed)."""
+    model.__dict__[field] = value
 
 
 def task(

@@ -37,6 +37,7 @@ __all__ = [
     "Rejected",
     "convert",
     "detect_format",
+    "iter_bytes",
     "iter_files",
     "iter_records",
     "locate_redactions",
@@ -357,8 +358,13 @@ def _iter_file(path: Path, fmt: str | None, redact: bool) -> Iterator[Converted 
         with open(path, "rb") as f:
             yield from _iter_lines(adapter, spath, f, 1, redact)
         return
+    yield from _iter_json(path.read_bytes(), spath, adapter, redact)
 
-    data = path.read_bytes()
+
+def _iter_json(
+    data: bytes, spath: str, adapter: Adapter | None, redact: bool
+) -> Iterator[Converted | Rejected]:
+    """A whole JSON document (or JSON lines in a .json file) from memory."""
     clean, hits = _clean(data, redact)
     try:
         doc = orjson.loads(clean)
@@ -403,6 +409,57 @@ def _iter_file(path: Path, fmt: str | None, redact: bool) -> Iterator[Converted 
         else:
             out.reason = f"record {i}: {out.reason}"
         yield out
+
+
+def iter_bytes(
+    data: bytes,
+    *,
+    path: str = "<bytes>",
+    format: str | None = None,
+    jsonl: bool | None = None,
+    redact: bool = True,
+) -> Iterator[Converted | Rejected]:
+    """Convert a log held in memory (e.g. read from object storage), like :func:`iter_records`.
+
+    Args:
+        data: the log's bytes.
+        path: the name to record as ``source.path`` and in rejections.
+        format: a format name; detected when ``None``.
+        jsonl: one record per line; ``None`` decides from ``path``'s suffix.
+        redact: replace secrets first.
+
+    Example:
+        >>> [r.trajectory.tools_used() for r in iter_bytes(b'[{"action": "run", "args": {"command": "ls"}}]')]
+        [['bash']]
+    """
+    adapter = get_adapter(format) if format else None
+    if jsonl is None:
+        jsonl = path.endswith(_LINE_SUFFIXES)
+    if not jsonl:
+        yield from _iter_json(data, path, adapter, redact)
+        return
+    if adapter is None:
+        first = None
+        for ln in data.split(b"\n", 20)[:20]:
+            if ln.strip():
+                try:
+                    first = orjson.loads(ln)
+                    break
+                except orjson.JSONDecodeError:
+                    continue
+        adapter = _sniff(first) if first is not None else None
+        if adapter is None:
+            reason = (
+                _unknown(path, "first line").reason
+                if first is not None
+                else "no line is a JSON value"
+            )
+            yield Rejected(path, None, reason, _clean(data, redact)[0])
+            return
+    if adapter.session:
+        yield from _iter_session(adapter, path, data, redact)
+    else:
+        yield from _iter_lines(adapter, path, data.split(b"\n"), 1, redact)
 
 
 # -- process pool -----------------------------------------------------------------------------

@@ -11,9 +11,9 @@ the same key can be correlated without keeping the key::
 Redaction works on the JSON bytes, never crossing a string boundary: no rule matches a
 double quote or a backslash, so the document stays valid JSON.
 
-Speed: each rule has literal triggers (``b"sk-"``, ``b"AKIA"``...) checked with a plain
-substring search first; its regular expression runs only when a trigger is present, so a
-clean 25 KB log costs about a dozen ``bytes.__contains__`` calls.
+Speed: one pass over the bytes finds every rule's literal triggers (``sk-``, ``AKIA``,
+``password``...) with a SIMD Aho-Corasick automaton (``ahocorasick-rs``, ~4 GB/s); each rule's
+pattern is then matched only at its triggers' positions. A clean 45 KB log costs ~15 µs.
 
 Example:
     >>> clean, hits = redact_bytes(b'{"cmd": "export OPENAI_API_KEY=sk-abcdefghijklmnopqrstuv"}')
@@ -73,27 +73,28 @@ def fingerprint(secret: bytes | str) -> str:
 
 
 # A secret never contains a JSON quote or backslash, so a match stays inside one string.
-# (?<![\\\w]) keeps a match from starting inside a word or right after a JSON escape (\n, \b...).
+# _B keeps a match from starting inside a word or right after a JSON escape (\n, \b...);
+# keys (PASSWORD, API_KEY) may follow an underscore: DB_PASSWORD=..., OPENAI_API_KEY=...
 _B = rb"(?:(?<![\\A-Za-z0-9_])|(?<=\\[nrtbf]))"
-# Keys (PASSWORD, API_KEY) may follow an underscore: DB_PASSWORD=..., OPENAI_API_KEY=...
 _K = _B.replace(b"_", b"")
 _SAFE = rb"[^\s\"'\\<>`,;&|)(\]\[{}]"
+_SEP = rb"\\?[\"']?\s*[:=]\s*(?:\\?[\"'])?"
 
-# kind, triggers (substring tests), pattern, group holding the secret (0 = whole match)
+# kind, triggers, pattern (matched AT a trigger's position), group holding the secret (0 = all)
 _RULES: list[tuple[str, tuple[bytes, ...], bytes, int]] = [
     (
         "private_key",
-        (b"PRIVATE KEY-----",),
+        (b"-----BEGIN ",),
         rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[A-Za-z0-9+/=\s\\:,.\-]{0,8000}?-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----",
         0,
     ),
-    ("anthropic_key", (b"sk-ant-",), _B + rb"sk-ant-[A-Za-z0-9_\-]{16,}", 0),
+    ("anthropic_key", (b"sk-",), _B + rb"sk-ant-[A-Za-z0-9_\-]{16,}", 0),
     ("openai_key", (b"sk-",), _B + rb"sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", 0),
     ("aws_access_key", (b"AKIA", b"ASIA"), _B + rb"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])", 0),
     (
         "aws_secret_key",
-        (b"aws_secret", b"AWS_SECRET"),
-        rb"(?i)aws_secret_access_key[\"']?\s*[:=]\s*\\?[\"']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
+        (b"aws_secret_access_key", b"AWS_SECRET_ACCESS_KEY"),
+        rb"(?i:aws_secret_access_key)" + _SEP + rb"([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
         1,
     ),
     (
@@ -103,7 +104,12 @@ _RULES: list[tuple[str, tuple[bytes, ...], bytes, int]] = [
         0,
     ),
     ("github_token", (b"github_pat_",), _B + rb"github_pat_[A-Za-z0-9_]{22,}", 0),
-    ("slack_token", (b"xox",), _B + rb"xox[abposr]-[A-Za-z0-9\-]{10,}", 0),
+    (
+        "slack_token",
+        (b"xoxb-", b"xoxp-", b"xoxa-", b"xoxo-", b"xoxs-", b"xoxr-"),
+        _B + rb"xox[abposr]-[A-Za-z0-9\-]{10,}",
+        0,
+    ),
     ("google_api_key", (b"AIza",), _B + rb"AIza[0-9A-Za-z_\-]{35}", 0),
     ("huggingface_token", (b"hf_",), _B + rb"hf_[A-Za-z0-9]{30,}", 0),
     (
@@ -120,24 +126,40 @@ _RULES: list[tuple[str, tuple[bytes, ...], bytes, int]] = [
     ),
     (
         "password",
-        (b"assw", b"ASSW", b"asswd", b"pwd", b"PWD", b"ecret", b"ECRET"),
-        _K + rb"(?i:password|passwd|pwd|secret)"
-        rb"\\?[\"']?\s*[:=]\s*(?:\\?[\"'])?(" + _SAFE + rb"{4,})",
+        (
+            b"password",
+            b"Password",
+            b"PASSWORD",
+            b"passwd",
+            b"PASSWD",
+            b"pwd",
+            b"PWD",
+            b"secret",
+            b"Secret",
+            b"SECRET",
+        ),
+        _K + rb"(?i:password|passwd|pwd|secret)" + _SEP + rb"(" + _SAFE + rb"{4,})",
         1,
     ),
     (
         "api_token",
-        (b"oken", b"OKEN", b"pi_key", b"PI_KEY", b"pikey", b"PIKEY", b"pi-key", b"PI-KEY"),
-        _K + rb"(?i:api[_\-]?key|access[_\-]?token|auth[_\-]?token|token)"
-        rb"\\?[\"']?\s*[:=]\s*(?:\\?[\"'])?(" + _SAFE + rb"{12,})",
+        (
+            b"token",
+            b"Token",
+            b"TOKEN",
+            b"api_key",
+            b"API_KEY",
+            b"apikey",
+            b"APIKEY",
+            b"api-key",
+            b"API-KEY",
+            b"Api-Key",
+        ),
+        _K + rb"(?i:token|api[_\-]?key)" + _SEP + rb"(" + _SAFE + rb"{12,})",
         1,
     ),
-    (
-        "url_credentials",
-        (b"://",),
-        rb"[a-z][a-z0-9+.\-]*://[^\s:/@\"'\\]+:(" + _SAFE.replace(b"<>", b"<>@") + rb"+)@",
-        1,
-    ),
+    # user:password@ in URLs; matched from the "://"
+    ("url_credentials", (b"://",), rb"://[^\s:/@\"'\\]+:([^\s\"'\\<>`,;&|)(\]\[{}@/]+)@", 1),
 ]
 
 # Values that look like an assignment but are not secrets (placeholders, env references...).
@@ -152,13 +174,47 @@ PLACEHOLDER_RE = re.compile(r"\[REDACTED:([a-z_]+)#([0-9a-f]{12})\]")
 @dataclass(slots=True)
 class _Rule:
     kind: str
-    triggers: tuple[bytes, ...]
     regex: re.Pattern[bytes]
     group: int
 
 
-_COMPILED: list[_Rule] = [_Rule(k, t, re.compile(p), g) for k, t, p, g in _RULES]
-_TEXT_CACHE: dict[str, re.Pattern[str]] = {}
+_COMPILED: list[_Rule] = [_Rule(k, re.compile(p), g) for k, _t, p, g in _RULES]
+_PREFIXED = [r for r in _COMPILED if r.group == 0]
+_TRIGGERS: list[bytes] = []
+_BY_TRIGGER: list[list[_Rule]] = []
+for (_kind, _trig, _p, _g), _rule in zip(_RULES, _COMPILED, strict=True):
+    for _t in _trig:
+        if _t not in _TRIGGERS:
+            _TRIGGERS.append(_t)
+            _BY_TRIGGER.append([])
+        _BY_TRIGGER[_TRIGGERS.index(_t)].append(_rule)
+
+
+def _make_scanner() -> Callable[[bytes], list[tuple[int, int, int]]]:
+    """All trigger positions in one pass: a SIMD Aho-Corasick (ahocorasick-rs) when installed,
+    else one ``bytes.find`` loop per trigger."""
+    try:
+        import ahocorasick_rs
+    except ImportError:  # pragma: no cover - exercised only without the optional accelerator
+
+        def scan(data: bytes) -> list[tuple[int, int, int]]:
+            hits = []
+            for i, t in enumerate(_TRIGGERS):
+                pos = data.find(t)
+                while pos >= 0:
+                    hits.append((i, pos, pos + len(t)))
+                    pos = data.find(t, pos + 1)
+            hits.sort(key=lambda h: h[1])
+            return hits
+
+        return scan
+    ac = ahocorasick_rs.BytesAhoCorasick(
+        _TRIGGERS, matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
+    )
+    return ac.find_matches_as_indexes
+
+
+_scan = _make_scanner()
 
 
 def redaction_rules() -> list[str]:
@@ -166,27 +222,12 @@ def redaction_rules() -> list[str]:
     return sorted({r.kind for r in _COMPILED})
 
 
-def _replacer(rule: _Rule, hits: list[Redaction]) -> Callable[[re.Match[bytes]], bytes]:
-    kind, group = rule.kind, rule.group
-
-    def sub(m: re.Match[bytes]) -> bytes:
-        secret = m.group(group)
-        if group and _BENIGN.match(secret):
-            return m.group(0)
-        fp = fingerprint(secret)
-        hits.append(Redaction(kind, fp))
-        mark = b"[REDACTED:" + kind.encode() + b"#" + fp.encode() + b"]"
-        if not group:
-            return mark
-        start, end = m.start(group) - m.start(0), m.end(group) - m.start(0)
-        whole = m.group(0)
-        return whole[:start] + mark + whole[end:]
-
-    return sub
-
-
 def redact_bytes(data: bytes) -> tuple[bytes, list[Redaction]]:
     """Replace every secret in ``data`` (a raw log or one JSONL line) by a placeholder.
+
+    One pass finds every trigger (``sk-``, ``AKIA``, ``password``...); the rule's pattern is
+    then matched at that position only, so cost grows with the log's size, not the number
+    of rules.
 
     Returns:
         The cleaned bytes (``data`` itself when nothing matched) and one :class:`Redaction`
@@ -196,13 +237,39 @@ def redact_bytes(data: bytes) -> tuple[bytes, list[Redaction]]:
         >>> redact_bytes(b"password=hunter22")[0]
         b'password=[REDACTED:password#20d2fe5e369d]'
     """
+    found = _scan(data)
+    if not found:
+        return data, []
     hits: list[Redaction] = []
-    for rule in _COMPILED:
-        for t in rule.triggers:
-            if t in data:
-                data = rule.regex.sub(_replacer(rule, hits), data)
-                break
-    return data, hits
+    parts: list[bytes] = []
+    last = 0
+    for idx, pos, _end in found:
+        if pos < last:
+            continue
+        for rule in _BY_TRIGGER[idx]:
+            m = rule.regex.match(data, pos)
+            if m is None:
+                continue
+            g = rule.group
+            secret = m.group(g)
+            if g and _BENIGN.match(secret):
+                continue
+            start, end = m.span(g)
+            if start < last:
+                continue
+            kind = rule.kind
+            if g:  # KEY=value: name the value's own kind when it has one (OPENAI_API_KEY=sk-...)
+                kind = next((r.kind for r in _PREFIXED if r.regex.match(secret)), kind)
+            fp = fingerprint(secret)
+            hits.append(Redaction(kind, fp))
+            parts.append(data[last:start])
+            parts.append(b"[REDACTED:" + kind.encode() + b"#" + fp.encode() + b"]")
+            last = end
+            break
+    if not hits:
+        return data, []
+    parts.append(data[last:])
+    return b"".join(parts), hits
 
 
 def redact_text(text: str) -> tuple[str, list[Redaction]]:

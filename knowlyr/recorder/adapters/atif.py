@@ -107,7 +107,7 @@ class ATIFAdapter(Adapter):
             md = {"step_id": s.get("step_id")}
             if m.get("prompt_token_ids"):
                 md["prompt_token_ids"] = m["prompt_token_ids"]
-            calls = s.get("tool_calls") or []
+            calls = s.get("tool_calls")
             thought = as_str(s.get("reasoning_content"))
             if not isinstance(calls, list) or not calls:
                 steps.append(step(len(steps), thought=thought, message=text, metadata=md, **kw))
@@ -134,7 +134,7 @@ class ATIFAdapter(Adapter):
                         by_call[as_str(c["tool_call_id"])] = st
             obs = s.get("observation")
             results = obs.get("results") if isinstance(obs, dict) else None
-            for r in results or ():
+            for r in results if isinstance(results, list) else ():
                 if not isinstance(r, dict):
                     continue
                 target = (

@@ -122,7 +122,7 @@ def _openai_turns(b: _Builder, messages: list[Any], fail: Any) -> None:
         elif role == "user":
             b.user_text(content)
         elif role == "assistant":
-            calls = m.get("tool_calls") or []
+            calls = m.get("tool_calls")
             thought = as_str(m.get("reasoning_content"))
             lp = m.get("logprobs")
             lp = lp.get("content") if isinstance(lp, dict) else lp
@@ -356,7 +356,7 @@ class ClaudeCodeAdapter(Adapter):
                 continue
             n += 1
             if kind == "assistant":
-                mid = msg.get("id")
+                mid = msg.get("id") if isinstance(msg.get("id"), str) else None
                 if mid != last_msg_id:
                     _flush(b, thought, kw)
                     last_msg_id = mid

@@ -30,12 +30,15 @@ import orjson
 from knowlyr.recorder.base import (
     Adapter,
     agent_info,
+    as_dict,
     as_float,
     as_int,
+    as_list,
     as_str,
     observation,
     outcome,
     parse_time,
+    put,
     register_adapter,
     step,
     task,
@@ -127,11 +130,11 @@ def _tool_args(tcm: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(resp, dict):
         return None
     call_id = tcm.get("tool_call_id")
-    for ch in resp.get("choices") or ():
-        msg = ch.get("message") if isinstance(ch, dict) else None
-        for call in (msg or {}).get("tool_calls") or ():
+    for ch in as_list(resp.get("choices")):
+        msg = as_dict(ch.get("message") if isinstance(ch, dict) else None)
+        for call in as_list(msg.get("tool_calls")):
             if isinstance(call, dict) and (call_id is None or call.get("id") == call_id):
-                fn = call.get("function") or {}
+                fn = as_dict(call.get("function"))
                 a = _as_dict(fn.get("arguments")) if isinstance(fn, dict) else {}
                 return a
     return None
@@ -265,7 +268,7 @@ def convert_events(
                 tool, params = _action(name, args, tcm)
                 thought = args.get("thought")
                 if thought is None and tcm:  # the model's text that came with the tool call
-                    for ch in (tcm.get("model_response") or {}).get("choices") or ():
+                    for ch in as_list(as_dict(tcm.get("model_response")).get("choices")):
                         if isinstance(ch, dict) and isinstance(ch.get("message"), dict):
                             thought = ch["message"].get("content")
                         break
@@ -301,8 +304,9 @@ def convert_events(
             if s.timestamp is not None:
                 starts[s.index] = s.timestamp
             steps.append(s)
-            if e.get("id") is not None:
-                by_id[e["id"]] = s
+            eid = e.get("id")
+            if isinstance(eid, int | str):
+                by_id[eid] = s
             continue
         if "observation" not in e:
             continue
@@ -315,7 +319,8 @@ def convert_events(
                         e.get("message") or _args(e, "extras").get("reason") or "agent error"
                     )
             continue
-        target = by_id.get(e.get("cause")) if e.get("cause") is not None else None
+        cause = e.get("cause")
+        target = by_id.get(cause) if isinstance(cause, int | str) else None
         if target is None or target.observation is not None:
             target = waiting[0] if waiting else None
         if target is None:
@@ -327,13 +332,13 @@ def convert_events(
         extras = _args(e, "extras")
         content = e.get("content", extras.get("content"))
         if kind == "error":
-            target.observation = observation(content, None, as_str(content) or "error")
+            put(target, "observation", observation(content, None, as_str(content) or "error"))
         else:
-            target.observation = observation(content, _exit_code(e, extras))
+            put(target, "observation", observation(content, _exit_code(e, extras)))
         t_end = parse_time(e.get("timestamp"))
         t0 = starts.get(target.index)
         if t_end is not None and t0 is not None and (t_end.tzinfo is None) == (t0.tzinfo is None):
-            target.duration_s = max((t_end - t0).total_seconds(), 0.0)
+            put(target, "duration_s", max((t_end - t0).total_seconds(), 0.0))
     if pending_user and steps:
         steps[-1].metadata["user_message_after"] = "\n".join(pending_user)
     if costs:
@@ -420,8 +425,8 @@ def _tests(test_result: dict[str, Any], row: dict[str, Any]) -> tuple[Any, Any, 
         passed = failed = 0
         for group in status.values():
             if isinstance(group, dict):
-                passed += len(group.get("success") or ())
-                failed += len(group.get("failure") or ())
+                passed += len(as_list(group.get("success")))
+                failed += len(as_list(group.get("failure")))
     return (resolved if isinstance(resolved, bool) else None), passed, failed
 
 

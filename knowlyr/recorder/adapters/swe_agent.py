@@ -27,6 +27,7 @@ import orjson
 from knowlyr.recorder.base import (
     Adapter,
     agent_info,
+    as_dict,
     as_str,
     observation,
     outcome,
@@ -259,7 +260,7 @@ class SWEAgentAdapter(Adapter):
         rc = rc if isinstance(rc, dict) else {}
         ps = rc.get("problem_statement") if isinstance(rc.get("problem_statement"), dict) else {}
         model = (
-            ((rc.get("agent") or {}).get("model") or {})
+            as_dict(as_dict(rc.get("agent")).get("model"))
             if isinstance(rc.get("agent"), dict)
             else {}
         )
