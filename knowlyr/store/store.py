@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from knowlyr.errors import ConfigError, NotFoundError, StoreError
 from knowlyr.store._lock import table_lock
 from knowlyr.store.blobs import BlobStore
-from knowlyr.store.models import GcReport, Lineage, Manifest, RunRecord
+from knowlyr.store.models import GcReport, Lineage, Manifest, RunRecord, TableRef
 from knowlyr.store.tables import (
     TABLES,
     conform,
@@ -158,6 +158,21 @@ class Store:
         """The latest version of ``table``, or None when it was never written."""
         dt = self._dt(table)
         return None if dt is None else dt.version()
+
+    def ref(self, table: str, *, version: int | None = None) -> TableRef:
+        """A small, hashable pointer to ``table`` at ``version`` (latest by default): what a
+        stage that reads the table should take as input, so its cache key follows the data.
+
+        Example:
+            >>> store.ref("trajectories")               # doctest: +SKIP
+            TableRef(store='/work/.knowlyr/store', table='trajectories', version=3, rows=1200)
+        """
+        v = self._resolve(table, version)
+        if v is None:
+            raise NotFoundError(
+                f"no table {table!r} in {self.url}; existing: {sorted(self.tables())}"
+            )
+        return TableRef(store=self.url, table=table, version=v, rows=self.count(table, version=v))
 
     def tables(self) -> dict[str, int]:
         """Every existing table and its latest version."""

@@ -119,6 +119,11 @@ def test_manifest_is_small_and_json_able(store: Store) -> None:
     assert len(blob) < 400
     assert Manifest.model_validate_json(blob) == m
     assert str(m.ref) == "trajectories@0"
+    assert store.ref("trajectories") == m.ref
+    again = store.add_trajectories([make_traj(i) for i in range(100)])
+    assert again != m and again.ref == m.ref  # same version: downstream cache keys still hit
+    with pytest.raises(NotFoundError, match="no table 'rewards'"):
+        store.ref("rewards")
 
 
 def test_open_defaults_to_env_then_cwd(tmp_path, monkeypatch) -> None:
