@@ -5,6 +5,11 @@ Registration uses ``"module:Class"`` entry points, so importing this package sta
 =======================  ==========================================  ==========================
 id                       class                                       tools
 =======================  ==========================================  ==========================
+knowlyr/sandbox          knowlyr.envs.sandbox_env:SandboxEnv         read_file, write_file,
+                                                                     edit_file, bash, grep, git,
+                                                                     think, submit
+knowlyr/engineering      knowlyr.envs.engineering:EngineeringEnv     read_file, grep, git,
+                                                                     knowledge_base, bash, respond
 knowlyr/conversation     knowlyr.envs.conversation:ConversationEnv   query_stats, web_search,
                                                                      send_message, respond
 knowlyr/advisory         knowlyr.envs.conversation:AdvisoryEnv       knowledge_base, web_search,
@@ -13,13 +18,26 @@ knowlyr/discussion       knowlyr.envs.conversation:DiscussionEnv     knowledge_b
                                                                      respond
 =======================  ==========================================  ==========================
 
-Every env takes ``family=``, ``split=``, ``tasks=`` (see :class:`knowlyr.envs.base.TaskEnv`).
+Every env takes ``family=``, ``split=``, ``tasks=`` (see :class:`knowlyr.envs.base.TaskEnv`);
+the sandboxed ones also ``sandbox=`` (a ``SandboxConfig`` or a dict of its fields).
 """
 
 from __future__ import annotations
 
 from knowlyr.core.registry import register
 
+register(
+    "knowlyr/sandbox",
+    "knowlyr.envs.sandbox_env:SandboxEnv",
+    max_steps=30,
+    description="Coding tasks in a sandbox; hidden tests run after submit decide the outcome.",
+)
+register(
+    "knowlyr/engineering",
+    "knowlyr.envs.engineering:EngineeringEnv",
+    max_steps=15,
+    description="Questions about a repository (in a sandbox) and a team knowledge base.",
+)
 register(
     "knowlyr/conversation",
     "knowlyr.envs.conversation:ConversationEnv",

@@ -1,0 +1,113 @@
+"""Fast episode resets: one sandbox per env, one workspace snapshot per task.
+
+The first episode of a task writes its files into the sandbox (and, on the local backend,
+commits them into a git repository with fixed dates, so ``git diff`` / ``git log`` work and
+commit ids are the same in every run), then snapshots the workspace. Every later episode of
+that task restores the snapshot instead: a reset costs one ``restore``. A task whose
+``data["sandbox"]`` asks for another backend or image gets a fresh sandbox.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from knowlyr.errors import ConfigError, SandboxError
+from knowlyr.sandbox import Sandbox, SandboxConfig, create_sandbox
+from knowlyr.taskset import Task
+
+__all__ = ["GIT_INIT", "WorkspaceCache", "sandbox_config"]
+
+GIT_INIT = (
+    "export GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z "
+    "GIT_AUTHOR_NAME=knowlyr GIT_COMMITTER_NAME=knowlyr "
+    "GIT_AUTHOR_EMAIL=knowlyr@example.com GIT_COMMITTER_EMAIL=knowlyr@example.com; "
+    "git init -q -b main . && git add -A && git commit -qm 'Initial import'"
+)
+
+
+def sandbox_config(config: SandboxConfig | dict[str, Any] | None) -> SandboxConfig:
+    """A :class:`SandboxConfig` from a config, a dict of its fields, or ``None`` (defaults)."""
+    if config is None:
+        return SandboxConfig()
+    if isinstance(config, SandboxConfig):
+        return config
+    if isinstance(config, dict):
+        try:
+            return SandboxConfig(**config)
+        except Exception as e:
+            raise ConfigError(f"sandbox config {config!r} is invalid: {e}") from e
+    raise ConfigError(
+        f"sandbox must be a SandboxConfig or a dict of its fields, got {type(config).__name__}"
+    )
+
+
+class WorkspaceCache:
+    """A sandbox plus a snapshot per task (least recently used beyond ``size`` are forgotten).
+
+    Args:
+        config: the sandbox config; a task's ``data["sandbox"]`` overrides its fields.
+        size: how many task snapshots to keep.
+        git: initialise a git repository in each new workspace (local backend only).
+    """
+
+    def __init__(self, config: SandboxConfig, *, size: int = 32, git: bool = True):
+        if size < 1:
+            raise ConfigError(f"snapshot cache size must be >= 1, got {size}")
+        self.config = config
+        self.size = size
+        self.git = git
+        self.sandbox: Sandbox | None = None
+        self._key: tuple[Any, ...] | None = None
+        self._snapshots: OrderedDict[str, str] = OrderedDict()
+        self._empty: str | None = None
+
+    def _config_for(self, task: Task) -> SandboxConfig:
+        override = task.data.get("sandbox") or {}
+        return self.config.model_copy(update=override) if override else self.config
+
+    def prepare(self, task: Task) -> Sandbox:
+        """The sandbox, its workspace holding exactly ``task``'s initial files."""
+        cfg = self._config_for(task)
+        key = (cfg.backend, cfg.image, cfg.workdir)
+        if self.sandbox is None or key != self._key:
+            self.close()
+            if cfg.backend == "container":
+                # a container gets the task's files in one go; its snapshot is per task
+                self.sandbox = create_sandbox(cfg, files=task.files)
+                self._key = key
+                self._snapshots[task.task_id] = self.sandbox.snapshot()
+                return self.sandbox
+            self.sandbox = create_sandbox(cfg)
+            self._key = key
+            self._empty = self.sandbox.snapshot()
+        sb = self.sandbox
+        sid = self._snapshots.get(task.task_id)
+        if sid is not None:
+            sb.restore(sid)
+            self._snapshots.move_to_end(task.task_id)
+            return sb
+        if cfg.backend == "container":
+            self.close()
+            return self.prepare(task)
+        sb.restore(self._empty)
+        for path, text in task.files.items():
+            sb.write_file(path, text)
+        if self.git and task.files:
+            r = sb.exec(GIT_INIT)
+            if not r.ok:
+                raise SandboxError(
+                    f"could not initialise git in the workspace of {task.task_id}: {r.output.strip()}"
+                )
+        self._snapshots[task.task_id] = sb.snapshot()
+        while len(self._snapshots) > self.size:
+            self._snapshots.popitem(last=False)
+        return sb
+
+    def close(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+        self.sandbox = None
+        self._key = None
+        self._empty = None
+        self._snapshots.clear()
