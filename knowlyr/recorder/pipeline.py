@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -553,20 +553,22 @@ def iter_records(
             progress(files[0])
         return
     path_of = {str(p): p for p in files}
+    last_unit = {args[0]: i for i, (_fn, args) in enumerate(units)}
     with ProcessPoolExecutor(max_workers=n) as pool:
-        futures = []
-        window = n * 4
-        for fn, args in units:
-            futures.append((args[0], pool.submit(fn, args)))
-            if len(futures) >= window:
-                p, fut = futures.pop(0)
-                yield from fut.result()
-                if progress is not None:
-                    progress(path_of[p])
-        for p, fut in futures:
+        pending: deque[tuple[int, str, Any]] = deque()
+
+        def drain_one() -> Iterator[Converted | Rejected]:
+            i, p, fut = pending.popleft()
             yield from fut.result()
-            if progress is not None:
+            if progress is not None and last_unit[p] == i:
                 progress(path_of[p])
+
+        for i, (fn, args) in enumerate(units):
+            pending.append((i, args[0], pool.submit(fn, args)))
+            if len(pending) >= n * 4:
+                yield from drain_one()
+        while pending:
+            yield from drain_one()
 
 
 def convert(

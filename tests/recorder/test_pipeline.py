@@ -1,0 +1,224 @@
+"""Walking, detection, streaming and quarantine: read == converted + rejected, always."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from knowlyr.errors import RecordError, UnknownFormatError
+from knowlyr.recorder import (
+    Converted,
+    Rejected,
+    convert,
+    detect_format,
+    iter_records,
+    list_formats,
+    register_adapter,
+)
+from knowlyr.recorder import pipeline as pipeline_mod
+from knowlyr.recorder.adapters.openhands import OpenHandsEventsAdapter
+from knowlyr.recorder.base import _REGISTRY
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def batch(tmp_path: Path, fixtures_dir: Path) -> Path:
+    """A directory tree with good logs, bad logs and files that are not logs."""
+    root = tmp_path / "logs"
+    (root / "nested" / "deeper").mkdir(parents=True)
+    (root / ".hidden").mkdir()
+    shutil.copy(fixtures_dir / "openhands/basic.json", root / "a.json")
+    shutil.copy(
+        fixtures_dir / "swe_agent/pydicom__pydicom-1458.traj", root / "nested" / "deeper" / "p.traj"
+    )
+    rows = (fixtures_dir / "openhands/resolver_output.jsonl").read_bytes().splitlines()
+    # a JSONL with a good row, a truncated row, a blank line, a non-object row and a good row
+    (root / "nested" / "out.jsonl").write_bytes(
+        rows[0] + b"\n" + rows[1][:500] + b"\n\n" + b"[1, 2]\n" + rows[1] + b"\n"
+    )
+    (root / "broken.json").write_bytes(b'[{"action": "run", "args": {"command": "ls"}')
+    (root / "unknown.json").write_bytes(b'{"hello": "world"}')
+    (root / "notes.txt").write_text("not a log")
+    (root / ".hidden" / "x.json").write_bytes(b"[]")
+    return root
+
+
+def test_batch_goes_on_and_counts_add_up(batch: Path) -> None:
+    results = list(iter_records([batch]))
+    conv = [r for r in results if isinstance(r, Converted)]
+    rej = [r for r in results if isinstance(r, Rejected)]
+    assert len(results) == len(conv) + len(rej) == 8
+    assert len(conv) == 4
+    by_where = {(Path(r.path).name, r.line): r.reason for r in rej}
+    assert set(by_where) == {
+        ("broken.json", None),
+        ("unknown.json", None),
+        ("out.jsonl", 2),
+        ("out.jsonl", 4),
+    }
+    assert "not valid JSON" in by_where[("broken.json", None)]
+    assert "Known formats:" in by_where[("unknown.json", None)]
+    assert "not valid JSON" in by_where[("out.jsonl", 2)]
+    assert "expected a JSON object per row" in by_where[("out.jsonl", 4)]
+    # the good rows around the bad ones keep their own line numbers
+    lines = sorted(
+        r.trajectory.source.line for r in conv if r.trajectory.source.format == "openhands_output"
+    )
+    assert lines == [1, 5]
+    report = convert([batch])
+    assert (report.read, report.converted, report.rejected) == (8, 4, 4)
+    assert report.summary()["formats"] == {"openhands": 1, "swe_agent": 1, "openhands_output": 2}
+
+
+def test_rejected_raw_is_the_bad_record(batch: Path) -> None:
+    rej = {(Path(r.path).name, r.line): r for r in iter_records([batch]) if isinstance(r, Rejected)}
+    assert rej[("out.jsonl", 4)].raw == b"[1, 2]"
+    assert rej[("broken.json", None)].raw == (batch / "broken.json").read_bytes()
+    assert str(rej[("out.jsonl", 4)]).startswith(f"{batch / 'nested' / 'out.jsonl'}:4: ")
+    d = rej[("out.jsonl", 4)].to_dict()
+    assert d["line"] == 4 and d["raw"] == "[1, 2]" and d["reason"]
+
+
+def test_source_points_at_the_raw_blob(fixtures_dir: Path) -> None:
+    path = fixtures_dir / "openhands/resolver_output.jsonl"
+    for r in iter_records([path]):
+        assert isinstance(r, Converted)
+        assert r.trajectory.source.blob == hashlib.sha256(r.raw).hexdigest()
+        assert r.trajectory.source.path == str(path)
+        assert r.trajectory.source.format == "openhands_output"
+
+
+def test_jsonl_is_streamed_not_loaded_whole(
+    tmp_path: Path, fixtures_dir: Path, monkeypatch
+) -> None:
+    row = (fixtures_dir / "openhands/resolver_output.jsonl").read_bytes().splitlines()[0]
+    p = tmp_path / "big.jsonl"
+    p.write_bytes((row + b"\n") * 50)
+    monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail(f"read {self} whole"))
+    it = iter_records([p])
+    first = next(it)
+    assert isinstance(first, Converted) and first.trajectory.source.line == 1
+    assert sum(1 for _ in it) == 49
+
+
+def test_missing_path_is_rejected_not_raised(tmp_path: Path) -> None:
+    (r,) = iter_records([tmp_path / "nope.json"])
+    assert isinstance(r, Rejected) and "no such file" in r.reason
+
+
+def test_explicit_format(fixtures_dir: Path) -> None:
+    (r,) = iter_records([fixtures_dir / "openhands/basic.json"], format="swe_agent")
+    assert isinstance(r, Rejected) and r.reason.startswith("swe_agent: expected a JSON object")
+    with pytest.raises(
+        UnknownFormatError, match=r"Did you mean 'openhands'\?.*Known formats: .*swe_agent"
+    ):
+        list(iter_records([fixtures_dir], format="openhand"))
+
+
+def test_detect_format_errors(tmp_path: Path) -> None:
+    p = tmp_path / "x.json"
+    p.write_bytes(b'{"foo": 1}')
+    with pytest.raises(UnknownFormatError) as e:
+        detect_format(p)
+    assert str(p) in str(e.value) and "Known formats:" in str(e.value) and "atif" in str(e.value)
+    with pytest.raises(RecordError, match="no such file"):
+        detect_format(tmp_path / "missing.json")
+
+
+def test_json_array_of_records_keeps_good_ones(tmp_path: Path) -> None:
+    items = orjson.loads((DATA / "agentgym_webshop.json").read_bytes())
+    items.insert(1, {"item_id": "webshop_bad", "conversations": [{"value": "no from"}]})
+    p = tmp_path / "ag.json"
+    p.write_bytes(orjson.dumps(items))
+    results = list(iter_records([p]))
+    assert [type(r).__name__ for r in results] == ["Converted", "Rejected", "Converted"]
+    assert results[1].reason.startswith("record 1: agentgym: conversations[0] needs 'from'")
+    assert results[2].trajectory.metadata["record_index"] == 2
+    assert results[2].trajectory.source.blob == hashlib.sha256(results[2].raw).hexdigest()
+
+
+def test_session_with_a_corrupt_line_keeps_the_rest(tmp_path: Path) -> None:
+    lines = (DATA / "claude_code_session.jsonl").read_bytes().splitlines()
+    lines.insert(3, b'{"type": "assistant", "message": {')
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(b"\n".join(lines))
+    results = list(iter_records([p]))
+    assert [type(r).__name__ for r in results] == ["Rejected", "Converted"]
+    assert results[0].line == 4 and "not valid JSON" in results[0].reason
+    assert results[1].trajectory.tools_used() == ["Read", "Edit", "Bash"]
+
+
+def test_workers_give_the_same_results_in_order(batch: Path, monkeypatch) -> None:
+    # small chunks so the JSONL file is split across processes too
+    monkeypatch.setattr(pipeline_mod, "_CHUNK_BYTES", 4096)
+    one = list(iter_records([batch], workers=1))
+    two = list(iter_records([batch], workers=2))
+    key = [
+        (r.trajectory.id, r.trajectory.source.line)
+        if isinstance(r, Converted)
+        else (r.path, r.line, r.reason)
+        for r in one
+    ]
+    assert key == [
+        (r.trajectory.id, r.trajectory.source.line)
+        if isinstance(r, Converted)
+        else (r.path, r.line, r.reason)
+        for r in two
+    ]
+    with pytest.raises(ValueError, match="workers must be >= 0"):
+        list(iter_records([batch], workers=-1))
+
+
+def test_progress_called_per_file(batch: Path) -> None:
+    seen: list[Path] = []
+    list(iter_records([batch], progress=seen.append))
+    assert sorted(p.name for p in seen) == [
+        "a.json",
+        "broken.json",
+        "out.jsonl",
+        "p.traj",
+        "unknown.json",
+    ]
+
+
+def test_register_a_custom_adapter(tmp_path: Path) -> None:
+    class Shouty(OpenHandsEventsAdapter):
+        name = "shouty_openhands"
+        priority = 1
+
+        def sniff(self, obj):
+            return isinstance(obj, list) and obj and obj[0].get("source") == "SHOUT"
+
+    register_adapter(Shouty)
+    try:
+        assert "shouty_openhands" in list_formats()
+        p = tmp_path / "s.json"
+        p.write_bytes(b'[{"source": "SHOUT", "action": "run", "args": {"command": "ls"}}]')
+        assert detect_format(p) == "shouty_openhands"
+
+        class Clash(OpenHandsEventsAdapter):
+            name = "openhands"
+
+        with pytest.raises(ValueError, match="already registered"):
+            register_adapter(Clash)
+    finally:
+        _REGISTRY.pop("shouty_openhands", None)
+    assert "shouty_openhands" not in list_formats()
+
+
+def test_progress_with_workers_once_per_file(batch: Path, monkeypatch) -> None:
+    monkeypatch.setattr(pipeline_mod, "_CHUNK_BYTES", 4096)
+    seen: list[Path] = []
+    list(iter_records([batch], workers=2, progress=seen.append))
+    assert sorted(p.name for p in seen) == [
+        "a.json",
+        "broken.json",
+        "out.jsonl",
+        "p.traj",
+        "unknown.json",
+    ]

@@ -1,0 +1,191 @@
+"""Secrets never reach a trajectory, a raw blob, a quarantine file or the audit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from knowlyr.cli import app
+from knowlyr.recorder import Converted, Rejected, iter_records, redact_bytes, redact_text
+
+# Realistic shapes, made up (none of these is a live credential).
+SECRETS = {
+    "openai_key": "sk-proj-Zq7RkP2vXw9LmN4bT6yHc1JdF8sGa3QeU5oIr0",
+    "anthropic_key": "sk-ant-api03-Xq9vT2mN8bL4kR7sW1yZ3cF6hJ0pD5gA",
+    "aws_access_key": "AKIAQ3EGVP7LRTXA4M2N",
+    "github_token": "ghp_8fJ2kL9qR4tY7uI1oP3aS6dF0gH5jK2lZ4xC",
+    "slack_token": "xoxb-2048123456-4096789012-AbCdEfGhIjKlMnOp",
+    "bearer_token": "eWx1Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA",
+    "password": "Tr0ub4dor&3-horse",
+    "private_key": "MIIEpAIBAAKCAQEA1x2Y3z4W5v6U7t8S9r0Q",
+}
+
+
+def _log() -> bytes:
+    s = SECRETS
+    events = [
+        {
+            "id": 0,
+            "source": "user",
+            "action": "message",
+            "args": {"content": f"Deploy with key {s['openai_key']}"},
+        },
+        {
+            "id": 1,
+            "source": "agent",
+            "action": "run",
+            "args": {
+                "command": f"export ANTHROPIC_API_KEY={s['anthropic_key']} && "
+                f"curl -H 'Authorization: Bearer {s['bearer_token']}' https://api.example.com",
+                "thought": f"I will use the AWS key {s['aws_access_key']}",
+            },
+        },
+        {
+            "id": 2,
+            "cause": 1,
+            "observation": "run",
+            "content": f"GITHUB_TOKEN={s['github_token']}\nSLACK={s['slack_token']}\n"
+            f"-----BEGIN RSA PRIVATE KEY-----\n{s['private_key']}\n-----END RSA PRIVATE KEY-----",
+            "extras": {"metadata": {"exit_code": 0}},
+        },
+        {
+            "id": 3,
+            "source": "agent",
+            "action": "run",
+            "args": {"command": f"mysql -u root --password={s['password']} -e 'select 1'"},
+            # kept only in the raw log: the model's own call
+            "tool_call_metadata": {
+                "function_name": "execute_bash",
+                "api_key": s["openai_key"][::-1][::-1],
+            },
+        },
+    ]
+    return orjson.dumps(events)
+
+
+def _assert_clean(blob: bytes | str) -> None:
+    text = blob if isinstance(blob, str) else blob.decode("utf-8", "replace")
+    for kind, secret in SECRETS.items():
+        assert secret not in text, f"{kind} leaked"
+
+
+def test_every_secret_is_redacted_everywhere(tmp_path: Path) -> None:
+    p = tmp_path / "leaky.json"
+    p.write_bytes(_log())
+    (r,) = iter_records([p])
+    assert isinstance(r, Converted)
+    t = r.trajectory
+    _assert_clean(t.to_json())
+    _assert_clean(r.raw)
+    _assert_clean(repr(r.redactions))
+    _assert_clean(orjson.dumps([x.to_dict() for x in r.redactions]))
+    assert {x.kind for x in r.redactions} == set(SECRETS)
+    where = {(x.kind, x.step, x.field) for x in r.redactions}
+    assert ("openai_key", None, "task.instruction") in where
+    assert ("anthropic_key", 0, "action.params.command") in where
+    assert ("bearer_token", 0, "action.params.command") in where
+    assert ("aws_access_key", 0, "thought") in where
+    assert ("github_token", 0, "observation.output") in where
+    assert ("private_key", 0, "observation.output") in where
+    assert ("password", 1, "action.params.command") in where
+    # the placeholder keeps the command readable and names the kind
+    assert (
+        t.steps[1]
+        .action.params["command"]
+        .startswith("mysql -u root --password=[REDACTED:password#")
+    )
+    assert t.steps[0].observation.exit_code == 0
+    # the same secret always gets the same fingerprint; it is not the secret
+    fps = {x.fingerprint for x in r.redactions if x.kind == "openai_key"}
+    assert len(fps) == 1 and next(iter(fps)) not in SECRETS["openai_key"]
+
+
+def test_redaction_can_be_turned_off(tmp_path: Path) -> None:
+    p = tmp_path / "leaky.json"
+    p.write_bytes(_log())
+    (r,) = iter_records([p], redact=False)
+    assert SECRETS["password"] in r.trajectory.steps[1].action.params["command"]
+    assert r.redactions == []
+
+
+def test_rejected_records_are_redacted_too(tmp_path: Path) -> None:
+    p = tmp_path / "bad.jsonl"
+    p.write_bytes(
+        b'{"history": [], "instance_id": "x"}\n{"token": "'
+        + SECRETS["github_token"].encode()
+        + b'", \n'
+    )
+    results = list(iter_records([p]))
+    bad = [r for r in results if isinstance(r, Rejected)]
+    assert len(bad) == 1 and bad[0].line == 2
+    _assert_clean(bad[0].raw)
+
+
+def test_cli_outputs_are_clean(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "leaky.json").write_bytes(_log())
+    (tmp_path / "in" / "bad.jsonl").write_bytes(
+        b'{"messages": [{"role": "user", "content": "pw: '
+        + b'x"}]}\n{not json '
+        + SECRETS["slack_token"].encode()
+        + b"\n"
+    )
+    out = tmp_path / "out.jsonl"
+    res = CliRunner().invoke(app, ["record", "convert", str(tmp_path / "in"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    _assert_clean(res.output)
+    _assert_clean(out.read_bytes())
+    _assert_clean((tmp_path / "out.rejected.jsonl").read_bytes())
+    assert "redacted:" in res.output and "openai_key=" in res.output
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "max_tokens=1024",
+        '"prompt_tokens": 4646, "completion_tokens": 177',
+        "password: ${DB_PASSWORD}",
+        "class Foo: pass",
+        "see https://github.com/All-Hands-AI/OpenHands/issues/1",
+        "task-abcdefghijklmnopqrstuvwxyz0123",
+        "toolu_017nBp7UfiGqyrA7j77HgtFP",
+    ],
+)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert redact_text(text) == (text, [])
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123", "openai_key"),
+        ("key sk-ant-api03-abcdefghijklmnopqrstuv", "anthropic_key"),
+        ("AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
+        ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_key"),
+        ("GITHUB_TOKEN=github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "github_token"),
+        ("Authorization: Bearer abcdefghijklmnop1234", "bearer_token"),
+        ('{"password": "hunter22"}', "password"),
+        ("DB_PASSWORD=s3cr3t!", "password"),
+        ("https://user:pa55word@github.com/x", "url_credentials"),
+        ("HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEF", "huggingface_token"),
+        ("api_key: 'AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW'", "google_api_key"),
+    ],
+)
+def test_each_kind(text: str, kind: str) -> None:
+    clean, hits = redact_text(text)
+    assert [h.kind for h in hits] == [kind]
+    assert f"[REDACTED:{kind}#{hits[0].fingerprint}]" in clean
+
+
+def test_json_stays_valid_after_redaction() -> None:
+    inner = orjson.dumps(
+        {"password": "hunter22", "note": "line\nsk-proj-abcdefghijklmnopqrstuv0123"}
+    ).decode()
+    doc = orjson.dumps({"tool_call_metadata": inner, "k": "\\nAKIAIOSFODNN7EXAMPLE"})
+    clean, hits = redact_bytes(doc)
+    assert len(hits) == 3
+    back = orjson.loads(clean)
+    assert orjson.loads(back["tool_call_metadata"])["password"].startswith("[REDACTED:password#")
