@@ -21,9 +21,22 @@ def add_range(url: str, lo: int, hi: int, batch: int, go_file: str, locking: boo
 
 
 def big_write(url: str, n: int, ready_file: str) -> None:
-    """Add n large trajectories in one transaction, announcing when serialisation is done."""
+    """Add n large trajectories (40 steps of 500 hard-to-compress characters) in one write."""
+    import random
+
+    from knowlyr.trajectory import Observation, Step, TaskInfo, ToolCall, Trajectory
+
+    rng = random.Random(n)
+    steps = [
+        Step(
+            index=k,
+            action=ToolCall(tool="bash", params={"command": f"step {k}"}),
+            observation=Observation(output=rng.randbytes(250).hex(), exit_code=0),
+        )
+        for k in range(40)
+    ]
     store = Store.open(url)
-    trajs = [make_traj(i, task="big", n_steps=40) for i in range(10_000, 10_000 + n)]
+    trajs = [Trajectory(task=TaskInfo(task_id=f"big-{n}-{i}"), steps=steps) for i in range(n)]
     with open(ready_file, "w") as f:
         f.write("go")
     store.add_trajectories(trajs)
