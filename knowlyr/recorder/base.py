@@ -474,3 +474,54 @@ _OUTCOME_DEFAULT = {
 
 def source(format: str, path: str | None, blob: str | None, line: int | None) -> Source:
     return _build(Source, {"format": format, "path": path, "blob": blob, "line": line})
+
+
+# -- compact transfer between processes ------------------------------------------------------
+# Pickling pydantic models goes through Python-level __reduce_ex__ for every nested model
+# (~400 µs for a 20-step trajectory); plain tuples of their field dicts pickle in C.
+
+
+def _pack_model(m: Any) -> dict[str, Any] | None:
+    return None if m is None else m.__dict__
+
+
+def pack_trajectory(t: Trajectory) -> tuple:
+    """A picklable, plain-data form of ``t`` (see :func:`unpack_trajectory`)."""
+    steps = []
+    for s in t.steps:
+        d = s.__dict__
+        steps.append(
+            (
+                {k: v for k, v in d.items() if k not in ("action", "observation", "usage")},
+                _pack_model(d["action"]),
+                _pack_model(d["observation"]),
+                _pack_model(d["usage"]),
+            )
+        )
+    d = t.__dict__
+    return (
+        {k: v for k, v in d.items() if k not in ("task", "agent", "steps", "outcome", "source")},
+        t.task.__dict__,
+        t.task.__pydantic_extra__,
+        d["agent"].__dict__,
+        d["outcome"].__dict__,
+        _pack_model(d["source"]),
+        steps,
+    )
+
+
+def unpack_trajectory(p: tuple) -> Trajectory:
+    """Rebuild a trajectory packed by :func:`pack_trajectory` (no re-validation, same values)."""
+    top, task_d, task_extra, agent_d, outcome_d, source_d, packed_steps = p
+    steps = []
+    for sd, a, o, u in packed_steps:
+        sd["action"] = None if a is None else _build(ToolCall, a)
+        sd["observation"] = None if o is None else _build(Observation, o)
+        sd["usage"] = None if u is None else _build(Usage, u)
+        steps.append(_build(Step, sd))
+    top["task"] = _build(TaskInfo, task_d, task_extra if task_extra is not None else {})
+    top["agent"] = _build(AgentInfo, agent_d)
+    top["outcome"] = _build(Outcome, outcome_d)
+    top["source"] = None if source_d is None else _build(Source, source_d)
+    top["steps"] = steps
+    return _build(Trajectory, top)

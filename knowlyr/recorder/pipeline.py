@@ -26,7 +26,14 @@ from typing import Any
 import orjson
 
 from knowlyr.errors import RecordError, UnknownFormatError
-from knowlyr.recorder.base import Adapter, adapters, get_adapter, source
+from knowlyr.recorder.base import (
+    Adapter,
+    adapters,
+    get_adapter,
+    pack_trajectory,
+    source,
+    unpack_trajectory,
+)
 from knowlyr.recorder.redact import PLACEHOLDER_RE, Redaction, redact_bytes
 from knowlyr.trajectory import Trajectory
 
@@ -465,14 +472,32 @@ def iter_bytes(
 # -- process pool -----------------------------------------------------------------------------
 
 
-def _work_file(args: tuple[str, str | None, bool]) -> list[Converted | Rejected]:
+def _pack(results: Iterable[Converted | Rejected]) -> list[tuple]:
+    out: list[tuple] = []
+    for r in results:
+        if isinstance(r, Converted):
+            out.append((pack_trajectory(r.trajectory), r.raw, r.redactions))
+        else:
+            out.append((None, r.path, r.line, r.reason, r.raw))
+    return out
+
+
+def _unpack(packed: list[tuple]) -> Iterator[Converted | Rejected]:
+    for p in packed:
+        if p[0] is None:
+            yield Rejected(p[1], p[2], p[3], p[4])
+        else:
+            yield Converted(unpack_trajectory(p[0]), p[1], p[2])
+
+
+def _work_file(args: tuple[str, str | None, bool]) -> list[tuple]:
     path, fmt, redact = args
-    return list(_iter_file(Path(path), fmt, redact))
+    return _pack(_iter_file(Path(path), fmt, redact))
 
 
-def _work_lines(args: tuple[str, str, int, bytes, bool]) -> list[Converted | Rejected]:
+def _work_lines(args: tuple[str, str, int, bytes, bool]) -> list[tuple]:
     path, fmt, first_line, chunk, redact = args
-    return list(_iter_lines(get_adapter(fmt), path, chunk.split(b"\n"), first_line, redact))
+    return _pack(_iter_lines(get_adapter(fmt), path, chunk.split(b"\n"), first_line, redact))
 
 
 def _units(
@@ -548,7 +573,7 @@ def iter_records(
     units = list(_units(files, format, redact))
     if len(units) == 1:
         fn, args = units[0]
-        yield from fn(args)
+        yield from _unpack(fn(args))
         if progress is not None:
             progress(files[0])
         return
@@ -559,7 +584,7 @@ def iter_records(
 
         def drain_one() -> Iterator[Converted | Rejected]:
             i, p, fut = pending.popleft()
-            yield from fut.result()
+            yield from _unpack(fut.result())
             if progress is not None and last_unit[p] == i:
                 progress(path_of[p])
 
