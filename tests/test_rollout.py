@@ -95,3 +95,36 @@ def test_bad_arguments_are_config_errors():
     with pytest.raises(ConfigError, match="Did you mean"):
         collect("knowlyr/conversatoin", ExpertAgent, 1)
     assert collect("knowlyr/conversation", ExpertAgent(), 0) == []
+
+
+def test_cli_lists_samples_shows_and_rolls_out(tmp_path):
+    from typer.testing import CliRunner
+
+    from knowlyr.cli import app
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["tasks"])
+    assert r.exit_code == 0 and "coding" in r.output and "order_status" in r.output
+    r = runner.invoke(
+        app, ["tasks", "conversation", "--family", "order_status", "--split", "heldout", "-n", "2"]
+    )
+    assert r.exit_code == 0 and r.output.count("heldout") == 2
+    r = runner.invoke(app, ["task", "coding-gcd-0064"])
+    assert (
+        r.exit_code == 0
+        and '"task_id": "coding-gcd-0064"' in r.output
+        and "fixed_source" not in r.output
+    )
+    assert "fixed_source" in runner.invoke(app, ["task", "coding-gcd-0064", "--full"]).output
+    out = tmp_path / "trajs.jsonl"
+    r = runner.invoke(
+        app,
+        ["rollout", "knowlyr/conversation", "--agent", "noisy:0.5", "-n", "6", "--out", str(out)],
+    )
+    assert r.exit_code == 0 and "6 episodes" in r.output
+    assert len([Trajectory.from_json(line) for line in out.read_bytes().splitlines()]) == 6
+    r = runner.invoke(app, ["rollout", "knowlyr/conversatoin"])
+    assert r.exit_code == 2 and "Did you mean" in r.output
+    assert (
+        runner.invoke(app, ["rollout", "knowlyr/conversation", "--agent", "smart"]).exit_code == 2
+    )

@@ -6,6 +6,7 @@ import typer
 
 from knowlyr.cli import core as _core
 from knowlyr.cli import record as _record
+from knowlyr.cli import rollout as _rollout
 from knowlyr.cli import store as _store
 
 app = typer.Typer(
@@ -16,6 +17,7 @@ app = typer.Typer(
 )
 _core.install(app)
 _record.install(app)
+_rollout.install(app)
 _store.install(app)
 
 

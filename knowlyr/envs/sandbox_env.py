@@ -39,7 +39,7 @@ from knowlyr.taskset.testrunner import parse_summary
 __all__ = ["SandboxEnv", "grade_in_sandbox"]
 
 
-def grade_in_sandbox(task: Task, sb: Sandbox, *, timeout_s: float = 60.0) -> dict[str, Any]:
+def grade_in_sandbox(task: Task, sb: Sandbox, *, timeout_s: float = 20.0) -> dict[str, Any]:
     """Write the hidden tests into ``sb``, run ``task.test_command`` there and judge it.
 
     Returns:
@@ -124,7 +124,7 @@ class SandboxEnv(TaskEnv):
         tasks: Sequence[Task] | None = None,
         profile: str | DomainProfile | None = None,
         sandbox: SandboxConfig | dict[str, Any] | None = None,
-        test_timeout_s: float = 60.0,
+        test_timeout_s: float = 20.0,
         snapshot_cache: int = 32,
         git: bool = True,
     ):

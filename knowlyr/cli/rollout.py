@@ -1,0 +1,142 @@
+"""Commands for task suites and rollouts: ``knowlyr tasks``, ``knowlyr task``, ``knowlyr rollout``.
+
+Examples::
+
+    knowlyr tasks                                  # the suites, their sizes and families
+    knowlyr tasks conversation --family order_status --split heldout -n 3
+    knowlyr task coding-gcd-0064 --full            # one task as JSON (--full: with the solution)
+    knowlyr rollout knowlyr/sandbox --agent expert -n 20 --concurrency 2 --out trajs.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+__all__ = ["install", "make_agent"]
+
+
+def install(app: typer.Typer) -> None:
+    app.command("tasks")(tasks)
+    app.command("task")(show)
+    app.command("rollout")(rollout)
+
+
+def make_agent(agent: str, *, seed: int = 0):
+    """A zero-argument factory for ``expert``, ``noisy[:p]`` or ``random``."""
+    from knowlyr.agents import ExpertAgent, NoisyExpert, RandomAgent
+
+    kind, _, arg = agent.partition(":")
+    if kind == "expert" and not arg:
+        return ExpertAgent
+    if kind == "noisy":
+        try:
+            noise = float(arg) if arg else 0.3
+        except ValueError:
+            raise typer.BadParameter(
+                f"noise must be a number, got {arg!r}", param_hint="--agent"
+            ) from None
+        return lambda: NoisyExpert(noise, seed=seed)
+    if kind == "random" and not arg:
+        return lambda: RandomAgent(seed=seed)
+    raise typer.BadParameter(
+        f"use expert, noisy[:p] or random, got {agent!r}", param_hint="--agent"
+    )
+
+
+def tasks(
+    suite: str = typer.Argument(None, help="Suite to sample from; omit to list the suites."),
+    family: str = typer.Option(None, help="Only this family (e.g. order_status)."),
+    split: str = typer.Option(None, help="train or heldout."),
+    n: int = typer.Option(5, "-n", help="How many tasks to show."),
+    seed: int = typer.Option(0, help="Sampling seed."),
+) -> None:
+    """List the suites, or sample tasks of one."""
+    from knowlyr.errors import ConfigError
+    from knowlyr.taskset import get_suite, list_suites, sample
+
+    if suite is None:
+        for name in list_suites():
+            s = get_suite(name)
+            held = len(s.select(split="heldout"))
+            typer.echo(
+                f"{name:14} {len(s):6} tasks ({held} held out)  families: {', '.join(s.families)}"
+            )
+        return
+    if split not in (None, "train", "heldout"):
+        raise typer.BadParameter(
+            f"split must be train or heldout, got {split!r}", param_hint="--split"
+        )
+    try:
+        picked = sample(suite, n, seed=seed, split=split, family=family, replace=False)
+    except ConfigError as e:
+        typer.echo(f"Error: {e}", err=True)
+        raise typer.Exit(2) from None
+    for t in picked:
+        typer.echo(f"{t.task_id:36} {t.split:8} {t.instruction.splitlines()[0][:100]}")
+
+
+def show(
+    task_id: str = typer.Argument(..., help="A task id, e.g. conversation-order_status-00042."),
+    full: bool = typer.Option(
+        False, "--full", help="Include files, hidden tests and the reference solution."
+    ),
+) -> None:
+    """Print one task as JSON."""
+    from knowlyr.errors import ConfigError
+    from knowlyr.taskset import get_task
+
+    try:
+        t = get_task(task_id)
+    except ConfigError as e:
+        typer.echo(f"Error: {e}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(json.dumps(t.model_dump(mode="json") if full else t.public_info(), indent=2))
+
+
+def rollout(
+    env_id: str = typer.Argument(..., help="Registered env id, e.g. knowlyr/conversation."),
+    agent: str = typer.Option("expert", help="expert, noisy[:p] or random."),
+    n: int = typer.Option(10, "-n", help="Episodes."),
+    concurrency: int = typer.Option(1, help="Episodes at once."),
+    seed: int = typer.Option(0, help="Episode i uses seed + i."),
+    max_steps: int = typer.Option(None, help="Step limit per episode (default: the env's)."),
+    family: str = typer.Option(None, help="Only tasks of this family."),
+    split: str = typer.Option(None, help="train or heldout."),
+    out: Path = typer.Option(
+        None, help="Write the trajectories here as JSONL (default: stdout summary only)."
+    ),
+) -> None:
+    """Run an agent in an env and report (and optionally save) the trajectories."""
+    from knowlyr.errors import KnowlyrError
+    from knowlyr.rollout import collect
+
+    env_kwargs = {k: v for k, v in (("family", family), ("split", split)) if v is not None}
+    try:
+        trajs = collect(
+            env_id,
+            make_agent(agent, seed=seed),
+            n,
+            max_steps=max_steps,
+            seed=seed,
+            concurrency=concurrency,
+            env_kwargs=env_kwargs,
+        )
+    except KnowlyrError as e:
+        typer.echo(f"Error: {e}", err=True)
+        raise typer.Exit(2) from None
+    if out is not None:
+        with open(out, "wb") as f:
+            for t in trajs:
+                f.write(t.to_json() + b"\n")
+    ok = sum(bool(t.outcome.success) for t in trajs)
+    steps = sum(len(t.steps) for t in trajs) / max(len(trajs), 1)
+    errors = sum(1 for t in trajs if (t.outcome.reason or "").startswith("error:"))
+    typer.echo(
+        f"{env_id}: {len(trajs)} episodes, {ok} successful ({ok / max(len(trajs), 1):.0%}), "
+        f"{steps:.1f} steps on average, {errors} errored" + (f"; wrote {out}" if out else ""),
+        file=sys.stdout,
+    )
