@@ -305,6 +305,8 @@ def usage(
     prompt_tokens: Any = None, completion_tokens: Any = None, cost_usd: Any = None
 ) -> Usage | None:
     """A :class:`Usage`, or ``None`` when the log has none of the three."""
+    if prompt_tokens is None and completion_tokens is None and cost_usd is None:
+        return None
     p = prompt_tokens if type(prompt_tokens) is int else as_int(prompt_tokens)
     c = completion_tokens if type(completion_tokens) is int else as_int(completion_tokens)
     cost = None if cost_usd is None else as_float(cost_usd)
