@@ -86,3 +86,23 @@ def test_interrupted_blob_write_is_invisible_and_collected(store: Store) -> None
     assert store.gc(dry_run=False, min_age_s=0).deleted == 0
     assert not os.path.exists(leftover)
     assert store.get_blob(h) == b"complete"
+
+
+def test_fsspec_blob_backend_round_trips_and_detects_corruption() -> None:
+    """The object-store code path (fsspec) of the blob layer, on fsspec's in-memory filesystem."""
+    import fsspec
+
+    from knowlyr.store.blobs import BlobStore
+
+    blobs = BlobStore("memory://knowlyr-test-blobs", local=False)
+    h = blobs.put(b"remote log")
+    assert blobs.has(h) and blobs.get(h) == b"remote log"
+    assert list(blobs.iter_hashes()) == [h] and blobs.size(h) == 10
+    fs = fsspec.filesystem("memory")
+    fs.pipe_file(f"/knowlyr-test-blobs/sha256/{h[:2]}/{h[2:]}", b"tampered!!")
+    with pytest.raises(BlobCorruptedError):
+        blobs.get(h)
+    blobs.remove(h)
+    assert not blobs.has(h)
+    with pytest.raises(NotFoundError):
+        blobs.get(h)
