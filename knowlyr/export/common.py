@@ -1,0 +1,257 @@
+"""What every export shares: trajectory rewards, tool schemas, the result and its dataset card."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from knowlyr.errors import ExportError
+from knowlyr.trajectory import Trajectory
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "DatasetCard",
+    "ExportResult",
+    "as_trajectories",
+    "infer_tool_schemas",
+    "normalized_step_weights",
+    "step_weights",
+    "trajectory_reward",
+]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an agent that solves the user's task with the tools provided. "
+    "Call exactly one tool per turn."
+)
+
+
+def trajectory_reward(traj: Trajectory, rewards: Mapping[str, float] | None = None) -> float:
+    """The scalar reward of a trajectory.
+
+    In order: ``rewards[traj.id]`` when given (e.g. from the reward engine), the sum of the step
+    rewards when any step has one, ``outcome.score``, else 1.0 for success and 0.0 otherwise.
+    """
+    if rewards is not None and traj.id in rewards:
+        return float(rewards[traj.id])
+    if any(s.reward is not None for s in traj.steps):
+        return traj.total_reward
+    if traj.outcome.score is not None:
+        return float(traj.outcome.score)
+    return 1.0 if traj.outcome.success else 0.0
+
+
+def normalized_step_weights(rewards: list[float | None], *, mix: float = 0.5) -> list[float]:
+    """Per-step weights with mean 1 from step rewards.
+
+    Negative rewards count as 0 and steps without a reward get the mean of the others; the
+    reward-proportional weights ``w`` (mean 1) are mixed with uniform weights:
+    ``(1 - mix) + mix * w``. ``mix=1`` is purely reward-proportional (a step with reward 0 gets
+    weight 0), ``mix=0`` is uniform. When no step has a positive reward every weight is 1.
+    """
+    if not 0.0 <= mix <= 1.0:
+        raise ExportError(f"step weight mix must be in [0, 1], got {mix}")
+    known = [max(r, 0.0) for r in rewards if r is not None]
+    if not known or sum(known) <= 0:
+        return [1.0] * len(rewards)
+    fill = sum(known) / len(known)
+    vals = [fill if r is None else max(r, 0.0) for r in rewards]
+    mean = sum(vals) / len(vals)
+    return [(1.0 - mix) + mix * v / mean for v in vals]
+
+
+def step_weights(traj: Trajectory, *, mix: float = 0.5) -> list[float]:
+    """:func:`normalized_step_weights` of a trajectory's step rewards."""
+    return normalized_step_weights([s.reward for s in traj.steps], mix=mix)
+
+
+def as_trajectories(items: Iterable[Trajectory | Mapping[str, Any]]) -> Iterable[Trajectory]:
+    """Accept Trajectory objects or their dicts (``model_dump``); validate the dicts."""
+    for i, t in enumerate(items):
+        if isinstance(t, Trajectory):
+            yield t
+        elif isinstance(t, Mapping):
+            try:
+                yield Trajectory.model_validate(t)
+            except Exception as e:
+                raise ExportError(f"record {i} is not a valid trajectory: {e}") from e
+        else:
+            raise ExportError(f"record {i} must be a Trajectory or a dict, got {type(t).__name__}")
+
+
+_JSON_TYPES = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
+}
+
+
+def infer_tool_schemas(trajectories: Iterable[Trajectory]) -> list[dict[str, Any]]:
+    """OpenAI function schemas for every tool the trajectories call (sorted by name).
+
+    Properties are the union of the parameter names seen, typed from the first value; a
+    parameter present in every call is required. Pass real schemas to the exporters when you
+    have them (e.g. from the env's toolbox); this is the fallback for recorded logs.
+    """
+    seen: dict[str, dict[str, str]] = {}
+    calls: Counter[str] = Counter()
+    present: dict[str, Counter[str]] = {}
+    shapes: Counter[tuple[str, tuple[str, ...]]] = Counter()
+    first: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+    for traj in trajectories:
+        for s in traj.steps:
+            a = s.action
+            if a is None:
+                continue
+            key = (a.tool, tuple(a.params))
+            shapes[key] += 1
+            if key not in first:
+                first[key] = a.params
+    for (tool, keys), n in shapes.items():
+        props = seen.setdefault(tool, {})
+        calls[tool] += n
+        cnt = present.setdefault(tool, Counter())
+        for k in keys:
+            props.setdefault(k, _JSON_TYPES.get(type(first[(tool, keys)][k]), "string"))
+            cnt[k] += n
+    out = []
+    for name in sorted(seen):
+        props = seen[name]
+        out.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": f"The {name} tool.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {k: {"type": t} for k, t in props.items()},
+                        "required": [k for k in props if present[name][k] == calls[name]],
+                    },
+                },
+            }
+        )
+    return out
+
+
+@dataclass
+class DatasetCard:
+    """What a reader of an exported dataset needs to know: counts, filters, reward stats."""
+
+    kind: str
+    rows: int
+    trajectories: int
+    tasks: int
+    rejected: dict[str, int] = field(default_factory=dict)
+    reward: dict[str, float] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    splits: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "rows": self.rows,
+            "trajectories": self.trajectories,
+            "tasks": self.tasks,
+            "rejected": self.rejected,
+            "reward": self.reward,
+            "params": self.params,
+            "splits": self.splits,
+        }
+
+    def to_markdown(self) -> str:
+        lines = [
+            f"# knowlyr {self.kind} dataset",
+            "",
+            "| | |",
+            "|---|---|",
+            f"| rows | {self.rows} |",
+            f"| trajectories | {self.trajectories} |",
+            f"| tasks | {self.tasks} |",
+        ]
+        lines += [f"| split `{k}` | {v} rows |" for k, v in self.splits.items()]
+        lines += [f"| rejected: {k} | {v} |" for k, v in self.rejected.items()]
+        lines += [f"| reward {k} | {v:.4g} |" for k, v in self.reward.items()]
+        if self.params:
+            lines += [
+                "",
+                "Export parameters:",
+                "",
+                "```json",
+                json.dumps(self.params, indent=2, default=str),
+                "```",
+            ]
+        return "\n".join(lines) + "\n"
+
+
+def reward_stats(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.pstdev(values) if len(values) > 1 else 0.0,
+        "min": min(values),
+        "max": max(values),
+    }
+
+
+@dataclass
+class ExportResult:
+    """An exported dataset, its card and the records that were left out (with the reason)."""
+
+    dataset: Any
+    card: DatasetCard
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def save(self, path: str | os.PathLike[str], *, parquet: bool = True) -> Path:
+        """Write ``save_to_disk`` data, ``data.parquet``, ``README.md`` (the card) and ``card.json``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.dataset.save_to_disk(str(path / "dataset"))
+        if parquet:
+            self.dataset.to_parquet(str(path / "data.parquet"))
+        (path / "README.md").write_text(self.card.to_markdown(), encoding="utf-8")
+        (path / "card.json").write_text(
+            json.dumps(self.card.to_dict(), indent=2, default=str), encoding="utf-8"
+        )
+        return path
+
+    def to_store(self, store: Any, *, name: str, split: str = "train") -> Any:
+        """Write the rows as a new version of the store's ``datasets`` table.
+
+        One row per dataset row: ``dataset`` (``name``), ``row_id``, ``kind``, ``split``,
+        ``trajectory_id`` and ``data`` (the row as JSON). ``store`` is a
+        :class:`knowlyr.store.Store`; returns its manifest (the table version is the dataset
+        version). Re-exporting the same rows under the same name adds nothing.
+        """
+        import hashlib
+
+        rows = self.dataset.to_list()
+        out = []
+        for i, row in enumerate(rows):
+            data = orjson.dumps(row, option=orjson.OPT_SORT_KEYS)
+            tid = row.get("trajectory_id") or row.get("chosen_id") or None
+            out.append(
+                {
+                    "dataset": name,
+                    "row_id": f"{i}:{hashlib.sha256(data).hexdigest()[:16]}",
+                    "kind": self.card.kind,
+                    "split": split,
+                    "trajectory_id": tid,
+                    "data": data.decode(),
+                }
+            )
+        return store.append("datasets", out)

@@ -1,0 +1,197 @@
+"""DPO export: conversational ``prompt`` / ``chosen`` / ``rejected`` from preference pairs.
+
+``prompt`` is the system and user turns; ``chosen`` and ``rejected`` are the two
+trajectories' assistant and tool turns (the format TRL's DPOTrainer takes, with a ``tools``
+column). Pairs come from the reward stage (objects or dicts with ``chosen_id`` and
+``rejected_id``, e.g. :class:`knowlyr.reward.preferences.PreferencePair`) or are built here
+from trajectories of the same task with :func:`pairs_from_trajectories`.
+
+Example:
+    >>> result = export_dpo(trajectories)  # pairs built per task  # doctest: +SKIP
+    >>> sorted(result.dataset.column_names)[:3]  # doctest: +SKIP
+    ['chosen', 'chosen_id', 'chosen_reward']
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from knowlyr.agents.action_format import trajectory_messages_json
+from knowlyr.errors import ExportError
+from knowlyr.export.common import (
+    DEFAULT_SYSTEM_PROMPT,
+    DatasetCard,
+    ExportResult,
+    as_trajectories,
+    infer_tool_schemas,
+    reward_stats,
+    trajectory_reward,
+)
+from knowlyr.export.sft import json_list_array
+from knowlyr.trajectory import Trajectory
+
+__all__ = ["export_dpo", "pairs_from_trajectories"]
+
+
+def pairs_from_trajectories(
+    trajectories: Sequence[Trajectory],
+    *,
+    rewards: Mapping[str, float] | None = None,
+    min_margin: float = 0.1,
+    max_pairs_per_task: int = 4,
+) -> list[dict[str, Any]]:
+    """Preference pairs within each task: better reward beats worse by at least ``min_margin``.
+
+    A successful trajectory always beats a failed one whatever the rewards. Pairs are taken
+    best-vs-worst first, at most ``max_pairs_per_task`` per task, each trajectory at most once
+    per side.
+    """
+    by_task: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajectories:
+        by_task[t.task.task_id].append(t)
+    pairs = []
+    for task_id, group in by_task.items():
+        scored = sorted(
+            ((bool(t.outcome.success), trajectory_reward(t, rewards), t) for t in group),
+            key=lambda x: (x[0], x[1]),
+            reverse=True,
+        )
+        used_c: set[str] = set()
+        used_r: set[str] = set()
+        n = 0
+        for ok_c, r_c, c in scored:
+            for ok_r, r_r, r in reversed(scored):
+                if n >= max_pairs_per_task:
+                    break
+                if c.id == r.id or c.id in used_c or r.id in used_r:
+                    continue
+                if (ok_c and not ok_r) or (ok_c == ok_r and r_c - r_r >= min_margin):
+                    pairs.append(
+                        {
+                            "task_id": task_id,
+                            "chosen_id": c.id,
+                            "rejected_id": r.id,
+                            "chosen_reward": r_c,
+                            "rejected_reward": r_r,
+                            "margin": r_c - r_r,
+                        }
+                    )
+                    used_c.add(c.id)
+                    used_r.add(r.id)
+                    n += 1
+                    break
+    return pairs
+
+
+def _get(pair: Any, key: str) -> Any:
+    return pair[key] if isinstance(pair, Mapping) else getattr(pair, key)
+
+
+def export_dpo(
+    trajectories: Iterable[Trajectory | Mapping[str, Any]],
+    pairs: Iterable[Any] | None = None,
+    *,
+    system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+    tools: list[dict[str, Any]] | None = None,
+    rewards: Mapping[str, float] | None = None,
+    min_margin: float = 0.1,
+    max_pairs_per_task: int = 4,
+) -> ExportResult:
+    """Export preference pairs as a conversational DPO ``datasets.Dataset``.
+
+    Args:
+        trajectories: every trajectory the pairs refer to.
+        pairs: objects or dicts with ``chosen_id`` and ``rejected_id`` (and optionally
+            ``margin``); ``None`` builds them with :func:`pairs_from_trajectories`.
+        system_prompt: system message of the prompt (``None``: none).
+        tools: OpenAI function schemas (inferred from the calls when ``None``).
+        rewards, min_margin, max_pairs_per_task: see :func:`pairs_from_trajectories`.
+
+    A pair whose trajectories are missing, belong to different tasks or have no steps is
+    left out and listed in ``rejected`` with the reason.
+    """
+    import pyarrow as pa
+    from datasets import Dataset
+
+    trajs = list(as_trajectories(trajectories))
+    by_id = {t.id: t for t in trajs}
+    if pairs is None:
+        pairs = pairs_from_trajectories(
+            trajs, rewards=rewards, min_margin=min_margin, max_pairs_per_task=max_pairs_per_task
+        )
+    if tools is None:
+        tools = infer_tool_schemas(trajs)
+    tools_json = [orjson.dumps(t) for t in tools]
+    prompts: list[list[bytes]] = []
+    chosen: list[list[bytes]] = []
+    rejected_msgs: list[list[bytes]] = []
+    cols: dict[str, list[Any]] = {k: [] for k in ("task_id", "chosen_id", "rejected_id", "margin")}
+    rejected: list[tuple[str, str]] = []
+    for i, p in enumerate(pairs):
+        try:
+            cid, rid = _get(p, "chosen_id"), _get(p, "rejected_id")
+        except (KeyError, AttributeError) as e:
+            raise ExportError(f"pair {i} needs chosen_id and rejected_id: {e}") from e
+        c, r = by_id.get(cid), by_id.get(rid)
+        key = f"{cid}>{rid}"
+        if c is None or r is None:
+            rejected.append((key, f"trajectory {cid if c is None else rid} not given"))
+            continue
+        if c.task.task_id != r.task.task_id:
+            rejected.append((key, "chosen and rejected are different tasks"))
+            continue
+        if not c.steps or not r.steps:
+            rejected.append((key, "a trajectory has no steps"))
+            continue
+        head = 2 if system_prompt else 1
+        c_msgs = trajectory_messages_json(c, system_prompt=system_prompt)
+        r_msgs = trajectory_messages_json(r, system_prompt=system_prompt)
+        prompts.append(c_msgs[:head])
+        chosen.append(c_msgs[head:])
+        rejected_msgs.append(r_msgs[head:])
+        cols["task_id"].append(c.task.task_id)
+        cols["chosen_id"].append(cid)
+        cols["rejected_id"].append(rid)
+        margin = p.get("margin") if isinstance(p, Mapping) else getattr(p, "margin", None)
+        cols["margin"].append(
+            float(margin)
+            if margin is not None
+            else trajectory_reward(c, rewards) - trajectory_reward(r, rewards)
+        )
+    table = pa.table(
+        {
+            "prompt": json_list_array(prompts),
+            "chosen": json_list_array(chosen),
+            "rejected": json_list_array(rejected_msgs),
+            "tools": json_list_array([tools_json] * len(prompts)),
+            "task_id": pa.array(cols["task_id"], pa.string()),
+            "chosen_id": pa.array(cols["chosen_id"], pa.string()),
+            "rejected_id": pa.array(cols["rejected_id"], pa.string()),
+            "margin": pa.array(cols["margin"], pa.float64()),
+        }
+    )
+    ds = Dataset(table)
+    reasons: dict[str, int] = {}
+    for _, why in rejected:
+        reasons[why.split(" ")[0] if why.startswith("trajectory") else why] = (
+            reasons.get(why, 0) + 1
+        )
+    card = DatasetCard(
+        kind="dpo",
+        rows=len(ds),
+        trajectories=len({*cols["chosen_id"], *cols["rejected_id"]}),
+        tasks=len(set(cols["task_id"])),
+        rejected=reasons,
+        reward=reward_stats(cols["margin"])
+        and {f"margin_{k}": v for k, v in reward_stats(cols["margin"]).items()},
+        params={
+            "min_margin": min_margin,
+            "max_pairs_per_task": max_pairs_per_task,
+            "system_prompt": system_prompt,
+        },
+    )
+    return ExportResult(dataset=ds, card=card, rejected=rejected)

@@ -1,0 +1,49 @@
+"""Training on TRL (SFT / DPO / GRPO with agent enhancements), offline models, evaluation.
+
+Submodules import torch / transformers / trl lazily: ``import knowlyr.train`` is cheap and
+the names below load on first use.
+
+- :mod:`knowlyr.train.models`: :func:`build_tiny_model`, :func:`load_model`,
+  :func:`save_model`, :func:`smollm2_checkpoint`;
+- :mod:`knowlyr.train.sft_config` / :mod:`~knowlyr.train.sft_trainer`,
+  :mod:`~knowlyr.train.dpo_config` / :mod:`~knowlyr.train.dpo_trainer`,
+  :mod:`~knowlyr.train.grpo_config` / :mod:`~knowlyr.train.grpo_trainer`;
+- :mod:`knowlyr.train.run`: :func:`train_sft`, :func:`train_dpo`, :func:`train_grpo`;
+- :mod:`knowlyr.train.evaluation`: :func:`evaluate_agent`, :func:`compare_agents`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "build_tiny_model": "knowlyr.train.models",
+    "build_tiny_tokenizer": "knowlyr.train.models",
+    "load_model": "knowlyr.train.models",
+    "save_model": "knowlyr.train.models",
+    "smollm2_checkpoint": "knowlyr.train.models",
+    "KnowlyrSFTConfig": "knowlyr.train.sft_config",
+    "KnowlyrSFTTrainer": "knowlyr.train.sft_trainer",
+    "KnowlyrDPOConfig": "knowlyr.train.dpo_config",
+    "KnowlyrDPOTrainer": "knowlyr.train.dpo_trainer",
+    "KnowlyrGRPOConfig": "knowlyr.train.grpo_config",
+    "KnowlyrGRPOTrainer": "knowlyr.train.grpo_trainer",
+    "TrainResult": "knowlyr.train.run",
+    "train_sft": "knowlyr.train.run",
+    "train_dpo": "knowlyr.train.run",
+    "train_grpo": "knowlyr.train.run",
+    "EvalResult": "knowlyr.train.evaluation",
+    "ComparisonReport": "knowlyr.train.evaluation",
+    "evaluate_agent": "knowlyr.train.evaluation",
+    "compare_agents": "knowlyr.train.evaluation",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'knowlyr.train' has no attribute {name!r}")
+    return getattr(importlib.import_module(mod), name)

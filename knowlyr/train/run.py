@@ -1,0 +1,146 @@
+"""Thin entry points: build the trainer, train, save the final model with what inference needs.
+
+The saved folder (``<output_dir>/final``) holds the model, the tokenizer and
+``knowlyr_model.json`` with the tool schemas and system prompt of the training data, so
+``AgentInference.from_pretrained(path).create_agent()`` shows the model exactly what it was
+trained on.
+
+Example:
+    >>> result = train_sft(export.dataset, model, tokenizer, KnowlyrSFTConfig(output_dir="runs/sft"))  # doctest: +SKIP
+    >>> result.path  # doctest: +SKIP
+    PosixPath('runs/sft/final')
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from knowlyr.errors import TrainError
+
+__all__ = [
+    "TrainResult",
+    "dataset_prompt_info",
+    "load_dataset_dir",
+    "train_dpo",
+    "train_grpo",
+    "train_sft",
+]
+
+
+@dataclass
+class TrainResult:
+    """Where the trained model was saved, the final metrics and the log history."""
+
+    path: Path
+    metrics: dict[str, Any]
+    seconds: float
+    log_history: list[dict[str, Any]] = field(default_factory=list)
+    trainer: Any = field(default=None, repr=False)
+
+
+def dataset_prompt_info(dataset: Any) -> dict[str, Any]:
+    """The ``tools`` and system prompt of an exported dataset (from its first row)."""
+    if len(dataset) == 0:
+        return {}
+    row = dataset[0]
+    msgs = row.get("messages") or row.get("prompt") or []
+    system = next(
+        (m["content"] for m in msgs if isinstance(m, dict) and m.get("role") == "system"), None
+    )
+    return {"tools": row.get("tools"), "system_prompt": system}
+
+
+def load_dataset_dir(path: str | Path) -> Any:
+    """Load an export saved by :meth:`ExportResult.save` (or a ``save_to_disk`` / parquet path)."""
+    from datasets import Dataset, load_from_disk
+
+    p = Path(path)
+    if (p / "dataset").is_dir():
+        return load_from_disk(str(p / "dataset"))
+    if p.suffix == ".parquet":
+        return Dataset.from_parquet(str(p))
+    if p.is_dir():
+        return load_from_disk(str(p))
+    raise TrainError(
+        f"{p} is not an exported dataset (expected a folder written by ExportResult.save)"
+    )
+
+
+def _finish(trainer: Any, dataset: Any, output_dir: str, started: float, out: Any) -> TrainResult:
+    from knowlyr.train.models import save_model
+
+    path = Path(output_dir) / "final"
+    model = trainer.model
+    if hasattr(model, "merge_and_unload") and getattr(trainer.args, "lora_r", None):
+        model = model.merge_and_unload()
+    save_model(model, trainer.processing_class, path, **dataset_prompt_info(dataset))
+    return TrainResult(
+        path=path,
+        metrics=dict(out.metrics),
+        seconds=time.perf_counter() - started,
+        log_history=list(trainer.state.log_history),
+        trainer=trainer,
+    )
+
+
+def train_sft(
+    dataset: Any, model: Any, tokenizer: Any, config: Any = None, **trainer_kwargs: Any
+) -> TrainResult:
+    """SFT with :class:`~knowlyr.train.sft_trainer.KnowlyrSFTTrainer` and save the result."""
+    from knowlyr.train.sft_config import KnowlyrSFTConfig
+    from knowlyr.train.sft_trainer import KnowlyrSFTTrainer
+
+    config = config or KnowlyrSFTConfig(output_dir="runs/sft")
+    started = time.perf_counter()
+    trainer = KnowlyrSFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        **trainer_kwargs,
+    )
+    out = trainer.train()
+    return _finish(trainer, dataset, config.output_dir, started, out)
+
+
+def train_dpo(
+    dataset: Any, model: Any, tokenizer: Any, config: Any = None, **trainer_kwargs: Any
+) -> TrainResult:
+    """DPO with :class:`~knowlyr.train.dpo_trainer.KnowlyrDPOTrainer` and save the result."""
+    from knowlyr.train.dpo_config import KnowlyrDPOConfig
+    from knowlyr.train.dpo_trainer import KnowlyrDPOTrainer
+
+    config = config or KnowlyrDPOConfig(output_dir="runs/dpo")
+    started = time.perf_counter()
+    trainer = KnowlyrDPOTrainer(
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        **trainer_kwargs,
+    )
+    out = trainer.train()
+    return _finish(trainer, dataset, config.output_dir, started, out)
+
+
+def train_grpo(
+    dataset: Any, model: Any, tokenizer: Any, config: Any = None, **trainer_kwargs: Any
+) -> TrainResult:
+    """GRPO with :class:`~knowlyr.train.grpo_trainer.KnowlyrGRPOTrainer` and save the result."""
+    from knowlyr.train.grpo_config import KnowlyrGRPOConfig
+    from knowlyr.train.grpo_trainer import KnowlyrGRPOTrainer
+
+    config = config or KnowlyrGRPOConfig(output_dir="runs/grpo")
+    started = time.perf_counter()
+    trainer = KnowlyrGRPOTrainer(
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        **trainer_kwargs,
+    )
+    out = trainer.train()
+    return _finish(trainer, dataset, config.output_dir, started, out)

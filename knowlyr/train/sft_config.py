@@ -1,0 +1,89 @@
+"""Configuration of :class:`~knowlyr.train.sft_trainer.KnowlyrSFTTrainer`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trl import SFTConfig
+
+from knowlyr.train._defaults import apply_device_defaults
+
+__all__ = ["KnowlyrSFTConfig"]
+
+
+@dataclass
+class KnowlyrSFTConfig(SFTConfig):
+    """TRL's ``SFTConfig`` with agent-training fields and CPU-friendly defaults.
+
+    Everything TRL's ``SFTConfig`` accepts works here. Defaults that differ from TRL:
+    ``assistant_only_loss=True`` (observation masking), ``max_length=None`` (never truncate:
+    chunk long trajectories at export instead), ``bf16`` only where the GPU supports it,
+    ``use_cpu`` without a GPU, ``gradient_checkpointing=False``, ``report_to="none"``,
+    ``save_strategy="no"`` (the entry point saves the final model).
+
+    Example:
+        >>> config = KnowlyrSFTConfig(output_dir="out", step_weighted_loss=True, curriculum=True)
+    """
+
+    assistant_only_loss: bool = field(
+        default=True,
+        metadata={
+            "help": "Observation masking: compute the loss only on assistant tokens (labels are -100 on the "
+            "system, user and tool tokens). Needs a chat template with {% generation %} markers; TRL swaps in "
+            "its training template for Qwen2.5/3 and Llama 3."
+        },
+    )
+    step_weighted_loss: bool = field(
+        default=False,
+        metadata={
+            "help": "Weight each assistant turn's tokens by its step weight (the `step_weights` column of an "
+            "SFT export, derived from step rewards). Turns with weight 0 (e.g. chunk context) are not trained."
+        },
+    )
+    curriculum: bool = field(
+        default=False,
+        metadata={
+            "help": "Train in curriculum order (fewest steps first, then highest reward) instead of shuffled. "
+            "Uses the `n_steps` and `reward` columns of an SFT export."
+        },
+    )
+    lora_r: int | None = field(
+        default=None,
+        metadata={
+            "help": "LoRA rank; set to train a LoRA adapter through peft instead of all weights."
+        },
+    )
+    lora_alpha: int | None = field(
+        default=None, metadata={"help": "LoRA alpha (default 2 * lora_r)."}
+    )
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    max_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Maximum tokenized length; None never truncates (chunk long trajectories at export with "
+            "max_steps_per_row instead)."
+        },
+    )
+    bf16: bool | None = field(
+        default=None,
+        metadata={
+            "help": "bf16 mixed precision; None turns it on only on a GPU that supports bf16."
+        },
+    )
+    gradient_checkpointing: bool = field(
+        default=False,
+        metadata={"help": "Trade compute for memory; off by default (tiny and small models)."},
+    )
+    report_to: str | list[str] = field(
+        default="none",
+        metadata={"help": "Integrations to report to (none, tensorboard, wandb...)."},
+    )
+    save_strategy: str = field(
+        default="no",
+        metadata={"help": "Checkpoint saving during training (the final model is always saved)."},
+    )
+    logging_steps: float = field(default=10, metadata={"help": "Log every X update steps."})
+
+    def __post_init__(self) -> None:
+        apply_device_defaults(self)
+        super().__post_init__()

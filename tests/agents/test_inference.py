@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from knowlyr.agents.action_format import parse_action_text
+from knowlyr.agents.inference import AgentInference
+from knowlyr.export import export_sft
+from knowlyr.train.models import build_tiny_model_for, load_model, save_model
+from knowlyr.trajectory import Observation, Outcome, Step, TaskInfo, ToolCall, Trajectory
+
+
+def _trajs(n=6):
+    out = []
+    for i in range(n):
+        oid = f"K{i}Z9Q"
+        out.append(
+            Trajectory(
+                task=TaskInfo(task_id=f"t{i}", instruction=f"What is the status of order {oid}?"),
+                outcome=Outcome(success=True, score=1.0),
+                steps=[
+                    Step(
+                        index=0,
+                        thought=f"Look up order {oid}.",
+                        action=ToolCall(tool="query_stats", params={"order_id": oid}),
+                        observation=Observation(output=f"order {oid}: shipped"),
+                    ),
+                    Step(
+                        index=1,
+                        action=ToolCall(
+                            tool="respond", params={"text": f"Order {oid} is shipped."}
+                        ),
+                        observation=Observation(output="Reply sent."),
+                    ),
+                ],
+            )
+        )
+    return out
+
+
+def test_exported_conversation_round_trips_through_the_template_and_parser(tmp_path):
+    ds = export_sft(_trajs(), system_prompt="S").dataset
+    model, tok = build_tiny_model_for(ds)
+    save_model(model, tok, tmp_path / "m")
+    _, tok2 = load_model(tmp_path / "m")
+    for row in ds:
+        msgs = row["messages"]
+        for k, m in enumerate(msgs):
+            if m["role"] != "assistant":
+                continue
+            prompt = tok2.apply_chat_template(
+                msgs[:k], tools=row["tools"], tokenize=False, add_generation_prompt=True
+            )
+            full = tok2.apply_chat_template(msgs[: k + 1], tools=row["tools"], tokenize=False)
+            # the ids of the full text decode to the same text (one char per id token survives reload)
+            ids = tok2(full, add_special_tokens=False)["input_ids"]
+            assert tok2.decode(ids, skip_special_tokens=False) == full
+            action = parse_action_text(full[len(prompt) :])
+            call = m["tool_calls"][0]["function"]
+            assert (action["tool"], action["params"], action["thought"]) == (
+                call["name"],
+                call["arguments"],
+                m["content"],
+            )
+    assert (
+        tok2("K3Z9Q", add_special_tokens=False)["input_ids"]
+        == tok("K3Z9Q", add_special_tokens=False)["input_ids"]
+    )
+    assert len(tok2("K3Z9Q", add_special_tokens=False)["input_ids"]) == 5
+
+
+def test_agent_history_resets_every_episode_and_uses_the_saved_prompt(tmp_path):
+    ds = export_sft(_trajs(), system_prompt="Be brief.").dataset
+    model, tok = build_tiny_model_for(ds)
+    save_model(model, tok, tmp_path / "m", tools=ds[0]["tools"], system_prompt="Be brief.")
+    bridge = AgentInference.from_pretrained(tmp_path / "m", max_new_tokens=8)
+    agent = bridge.create_agent()
+    agent.reset({"task": {"instruction": "What is the status of order AAAAA?"}})
+    a1 = agent.act("What is the status of order AAAAA?", {})
+    assert set(a1) >= {"tool", "params"}
+    agent.act("some observation", {})
+    assert [m["role"] for m in agent.messages][:3] == ["system", "user", "assistant"]
+    assert agent.messages[0]["content"] == "Be brief."
+    assert agent.messages[3] == {"role": "tool", "name": a1["tool"], "content": "some observation"}
+    agent.reset({"task": {"instruction": "Where is order BBBBB?"}})
+    assert agent.messages == []
+    agent.act("Where is order BBBBB?", {})
+    assert [m["role"] for m in agent.messages] == ["system", "user", "assistant"]
+    assert agent.messages[1]["content"] == "Where is order BBBBB?"
