@@ -74,7 +74,10 @@ class Store(DeltaTables):
         120
     """
 
-    def __init__(self, url: str, *, storage_options: Mapping[str, str] | None = None):
+    def __init__(
+        self, url: str | os.PathLike[str], *, storage_options: Mapping[str, str] | None = None
+    ):
+        url = os.fspath(url)
         if not url:
             raise ConfigError("store url must be a path or fsspec URL, got an empty string")
         self.local = _is_local(url)
@@ -100,7 +103,10 @@ class Store(DeltaTables):
 
     @classmethod
     def open(
-        cls, url: str | None = None, *, storage_options: Mapping[str, str] | None = None
+        cls,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        storage_options: Mapping[str, str] | None = None,
     ) -> Store:
         """Open (creating if needed) the store at ``url``.
 

@@ -134,7 +134,7 @@ def test_open_defaults_to_env_then_cwd(tmp_path, monkeypatch) -> None:
     assert Store.open().root == str(tmp_path / "elsewhere")
     s = Store.open(f"file://{tmp_path / 'viaurl'}")
     assert s.add_trajectories([make_traj(1)]).new == 1
-    assert Store.open(str(tmp_path / "viaurl")).read("trajectories").height == 1
+    assert Store.open(tmp_path / "viaurl").read("trajectories").height == 1
 
 
 def test_every_optional_field_survives_the_store(store: Store) -> None:
