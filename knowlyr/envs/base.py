@@ -85,6 +85,10 @@ class TaskEnv(AgentEnv):
     def _outcome(self, tool: str, result: ToolResult) -> dict[str, Any]:
         """Judge the episode when terminal ``tool`` ran: ``success``, ``score`` and extras."""
 
+    def _final_observation(self, output: str, outcome: dict[str, Any]) -> str:
+        """The observation of the terminal step (the tool's output unless overridden)."""
+        return output
+
     def _truncated_outcome(self) -> dict[str, Any]:
         """The outcome when the episode is cut off before a terminal tool."""
         return {"success": False, "score": 0.0}
@@ -173,6 +177,7 @@ class TaskEnv(AgentEnv):
         if self.profile.is_terminal(tool, params) and result.exit_code == 0:
             outcome = self._outcome(tool, result)
             outcome.setdefault("reason", tool)
+            ts.observation = self._final_observation(result.output, outcome)
             ts.terminated = True
             ts.reward = 1.0 if outcome.get("success") else 0.0
             ts.info["outcome"] = outcome

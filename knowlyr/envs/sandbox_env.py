@@ -146,6 +146,11 @@ class SandboxEnv(TaskEnv):
     def _outcome(self, tool: str, result: ToolResult) -> dict[str, Any]:
         return grade_in_sandbox(self.task, self.sandbox, timeout_s=self.test_timeout_s)
 
+    def _final_observation(self, output: str, outcome: dict[str, Any]) -> str:
+        if "tests_passed" not in outcome:
+            return output
+        return f"{output} Hidden tests: {outcome['tests_passed']} passed, {outcome['tests_failed']} failed."
+
     def _truncated_outcome(self) -> dict[str, Any]:
         return {"success": False, "score": 0.0, "reason": "not submitted"}
 
