@@ -33,6 +33,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, ClassVar
 
+from pydantic import BaseModel
+
 from knowlyr.errors import RecordError, UnknownFormatError
 from knowlyr.trajectory import (
     SCHEMA_VERSION,
@@ -250,12 +252,18 @@ _new = object.__new__
 _set = object.__setattr__
 
 
+_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_extra_set = BaseModel.__dict__["__pydantic_extra__"].__set__
+_private_set = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
 def _build(cls: type, d: dict[str, Any], extra: dict[str, Any] | None = None) -> Any:
+    """What ``cls.model_construct(**d)`` does, minus its per-field loop (``d`` has every field)."""
     m = _new(cls)
     _set(m, "__dict__", d)
-    _set(m, "__pydantic_fields_set__", set(d))
-    _set(m, "__pydantic_extra__", extra)
-    _set(m, "__pydantic_private__", None)
+    _fields_set(m, set(d))
+    _extra_set(m, extra)
+    _private_set(m, None)
     return m
 
 

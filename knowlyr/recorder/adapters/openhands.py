@@ -140,16 +140,6 @@ def _tool_args(tcm: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _model_usage(tcm: dict[str, Any]) -> tuple[Any, Any, Any]:
-    resp = tcm.get("model_response")
-    if not isinstance(resp, dict):
-        return None, None, None
-    u = resp.get("usage")
-    if not isinstance(u, dict):
-        return None, None, resp.get("model")
-    return u.get("prompt_tokens"), u.get("completion_tokens"), resp.get("model")
-
-
 def _pick(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: d[k] for k in keys if d.get(k) not in (None, "")}
 
@@ -192,7 +182,8 @@ def _action(name: str, args: dict[str, Any], tcm: dict[str, Any]) -> tuple[str, 
     params = {
         k: v
         for k, v in args.items()
-        if k
+        if k not in _META
+        and k
         not in (
             "thought",
             "impl_source",
@@ -235,8 +226,13 @@ def convert_events(
     for e in _flatten(events):
         src = e.get("source")
         if "action" in e:
-            name = as_str(e.get("action"))
-            args = _args(e, "args")
+            # type(...) is checks inline: this loop runs for every event of every log
+            name = e.get("action")
+            if type(name) is not str:
+                name = as_str(name)
+            args = e.get("args")
+            if type(args) is not dict:  # flat (older) events carry their args inline
+                args = e if args is None else _as_dict(args)
             if name in _SKIP_ACTIONS:
                 if name == "system":
                     info["system_prompt"] = as_str(args.get("content"))
@@ -264,7 +260,9 @@ def convert_events(
                     timestamp=e.get("timestamp"),
                 )
             else:
-                tcm = _as_dict(e.get("tool_call_metadata"))
+                tcm = e.get("tool_call_metadata")
+                if type(tcm) is not dict:
+                    tcm = _as_dict(tcm)
                 tool, params = _action(name, args, tcm)
                 thought = args.get("thought")
                 if thought is None and tcm:  # the model's text that came with the tool call
@@ -272,7 +270,13 @@ def convert_events(
                         if isinstance(ch, dict) and isinstance(ch.get("message"), dict):
                             thought = ch["message"].get("content")
                         break
-                p, c, model = _model_usage(tcm) if tcm else (None, None, None)
+                p = c = model = None
+                resp = tcm.get("model_response") if tcm else None
+                if type(resp) is dict:
+                    model = resp.get("model")
+                    u = resp.get("usage")
+                    if type(u) is dict:
+                        p, c = u.get("prompt_tokens"), u.get("completion_tokens")
                 if model and not info.get("model"):
                     info["model"] = as_str(model)
                 if name in ("finish", "reject"):
@@ -301,8 +305,9 @@ def convert_events(
             if pending_user:
                 s.metadata["user_message"] = "\n".join(pending_user)
                 pending_user.clear()
-            if s.timestamp is not None:
-                starts[s.index] = s.timestamp
+            ts = s.__dict__["timestamp"]
+            if ts is not None:
+                starts[s.__dict__["index"]] = ts
             steps.append(s)
             eid = e.get("id")
             if isinstance(eid, int | str):
@@ -310,7 +315,9 @@ def convert_events(
             continue
         if "observation" not in e:
             continue
-        kind = as_str(e.get("observation"))
+        kind = e.get("observation")
+        if type(kind) is not str:
+            kind = as_str(kind)
         if kind in _SKIP_OBS:
             if kind == "agent_state_changed":
                 st = _args(e, "extras").get("agent_state")
@@ -321,7 +328,7 @@ def convert_events(
             continue
         cause = e.get("cause")
         target = by_id.get(cause) if isinstance(cause, int | str) else None
-        if target is None or target.observation is not None:
+        if target is None or target.__dict__["observation"] is not None:
             target = waiting[0] if waiting else None
         if target is None:
             continue
@@ -329,26 +336,32 @@ def convert_events(
             if w is target:
                 del waiting[i]
                 break
-        extras = _args(e, "extras")
+        extras = e.get("extras")
+        if type(extras) is not dict:
+            extras = e if extras is None else _as_dict(extras)
         content = e.get("content", extras.get("content"))
         if kind == "error":
             put(target, "observation", observation(content, None, as_str(content) or "error"))
         else:
             put(target, "observation", observation(content, _exit_code(e, extras)))
         t_end = parse_time(e.get("timestamp"))
-        t0 = starts.get(target.index)
+        t0 = starts.get(target.__dict__["index"])
         if t_end is not None and t0 is not None and (t_end.tzinfo is None) == (t0.tzinfo is None):
             put(target, "duration_s", max((t_end - t0).total_seconds(), 0.0))
     if pending_user and steps:
         steps[-1].metadata["user_message_after"] = "\n".join(pending_user)
     if costs:
         agent_steps = [s for s in steps if s.action is not None or s.message is not None]
-        if len(costs) == len(agent_steps):
+        if len(costs) == len(agent_steps):  # one LLM call per step: spread the per-call costs
             for s, cost in zip(agent_steps, costs, strict=True):
-                u = s.usage
-                s.usage = usage(
-                    u.prompt_tokens if u else None, u.completion_tokens if u else None, cost
-                )
+                cost = as_float(cost)
+                u = s.__dict__["usage"]
+                if cost is None:
+                    continue
+                if u is None:
+                    put(s, "usage", usage(None, None, cost))
+                else:
+                    u.__dict__["cost_usd"] = cost
     return steps, info
 
 
