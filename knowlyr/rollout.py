@@ -11,6 +11,8 @@ the same order at any concurrency.
 A bad rollout is data, not a crash: an exception from the agent or the env ends that
 episode and it is recorded with ``outcome.success = False`` and ``outcome.reason =
 "error: ..."``; an episode cut off by ``max_steps`` is recorded as truncated and failed.
+Configuration errors (an unknown family, no sandbox backend) are raised: they are not
+rollouts.
 
 Example:
     >>> from knowlyr.agents import ExpertAgent
@@ -32,7 +34,7 @@ from knowlyr.agents.base import Agent
 from knowlyr.core.env import Action, AgentEnv, TimeStep
 from knowlyr.core.registry import make, spec
 from knowlyr.core.wrappers import RecorderWrapper, RewardWrapper
-from knowlyr.errors import ConfigError
+from knowlyr.errors import BackendUnavailableError, ConfigError
 from knowlyr.trajectory import Outcome, Source, TaskInfo, Trajectory
 
 __all__ = ["DEFAULT_MAX_STEPS", "collect", "run_episode"]
@@ -60,15 +62,24 @@ def _agent_factory(agent: AgentSpec, concurrency: int) -> Callable[[], Agent]:
 def run_episode(
     env: RecorderWrapper, agent: Agent, *, task: Any = None, seed: int | None = None
 ) -> Trajectory:
-    """Run one episode of ``agent`` in a recording env and return its trajectory (never raises).
+    """Run one episode of ``agent`` in a recording env and return its trajectory.
 
     An exception from the agent or the env ends the episode; it is recorded as a failed
     trajectory whose ``outcome.reason`` starts with ``error:`` and whose metadata holds the
     traceback.
+
+    Raises:
+        ConfigError, BackendUnavailableError: ``reset`` cannot start any episode (a bad
+            task, family or split; no sandbox backend). These are not rollouts to record.
     """
     ts: TimeStep | None = None
     try:
         ts = env.reset(task=task, seed=seed)
+    except (ConfigError, BackendUnavailableError):
+        raise  # a misconfigured env or a missing backend: no episode can run
+    except Exception as e:  # a bad rollout is data
+        return _failed(env, agent, task, e)
+    try:
         agent.reset(ts.info)
         while not ts.done:
             action: Action = agent.act(ts.observation, ts.info)

@@ -128,3 +128,12 @@ def test_cli_lists_samples_shows_and_rolls_out(tmp_path):
     assert (
         runner.invoke(app, ["rollout", "knowlyr/conversation", "--agent", "smart"]).exit_code == 2
     )
+
+
+def test_configuration_errors_are_raised_not_recorded():
+    with pytest.raises(ConfigError, match="families are"):
+        collect("knowlyr/conversation", ExpertAgent, 2, env_kwargs={"family": "weather"})
+    with pytest.raises(ConfigError, match="no task"):
+        collect(
+            "knowlyr/conversation", ExpertAgent, 1, tasks=["conversation-order_status-99999999"]
+        )

@@ -56,6 +56,17 @@ class TaskEnv(AgentEnv):
     ):
         self.profile = get_profile(profile or self.domain)
         self.suite = get_suite(suite or self.domain) if tasks is None or suite is not None else None
+        if split not in (None, "train", "heldout"):
+            raise ConfigError(f"split must be 'train', 'heldout' or None, got {split!r}")
+        if family is not None and self.suite is not None:
+            unknown = ({family} if isinstance(family, str) else set(family)) - set(
+                self.suite.families
+            )
+            if unknown:
+                raise ConfigError(
+                    f"family {sorted(unknown)} is not in suite {self.suite.name!r}; "
+                    f"its families are {list(self.suite.families)}"
+                )
         self.family = family
         self.split = split
         self._pool_tasks = list(tasks) if tasks is not None else None

@@ -146,3 +146,14 @@ def test_replaying_a_recorded_episode_reproduces_observations(env_id):
         s.observation.exit_code for s in traj.steps
     ]
     assert replayed[-1].info["outcome"]["success"] == traj.outcome.success
+
+
+def test_bad_family_or_split_fails_at_make():
+    from knowlyr.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="families are"):
+        knowlyr.make("knowlyr/conversation", family="weather")
+    with pytest.raises(ConfigError, match="split must be"):
+        knowlyr.make("knowlyr/advisory", split="test")
+    with pytest.raises(ConfigError, match="is a 'coding' task"):
+        knowlyr.make("knowlyr/conversation").reset(task="coding-gcd-0064")
