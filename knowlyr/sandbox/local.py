@@ -6,9 +6,11 @@ the workspace and a private ``/tmp`` bound read-write, a minimal ``/etc`` and a 
 environment. When the host process is root, the command first drops to a dedicated uid with
 ``setpriv`` (bubblewrap run as root keeps its capabilities). Limits:
 
-* rlimits on the whole tree (``prlimit``): CPU seconds, address space, processes, file size;
-* a per-sandbox cgroup (v1 or v2, where the machine allows) for memory and pids, skipped
-  with a logged reason otherwise;
+* rlimits on the whole tree (set before the uid drop): CPU seconds, address space, processes,
+  file size, no core dumps;
+* a per-sandbox cgroup where the machine allows (v1: memory; v2: memory and pids), skipped
+  with a logged reason otherwise; each sandbox has its own uid, so RLIMIT_NPROC caps the
+  processes of that sandbox alone;
 * a wall-clock timeout: the command runs as pid 1's child in its own PID namespace, so
   killing that pid 1 kills every process it started, ``setsid`` grandchildren included, and
   the output pipes close. Nothing a command starts outlives it.
@@ -72,8 +74,8 @@ def local_available() -> str | None:
     """``None`` when the local backend can run here, else the reason and the fix."""
     if shutil.which("bwrap") is None:
         return f"bubblewrap (bwrap) is not installed; {INSTALL_HINT}"
-    if os.geteuid() == 0 and (shutil.which("setpriv") is None or shutil.which("prlimit") is None):
-        return f"setpriv/prlimit are missing; {INSTALL_HINT}"
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        return f"setpriv is missing; {INSTALL_HINT}"
     return None
 
 
@@ -91,7 +93,7 @@ def _own_cgroup(controller: str) -> str | None:
 
 
 class _Cgroup:
-    """A per-sandbox memory + pids cgroup (v1 or v2), or nothing with a logged reason."""
+    """A per-sandbox cgroup (v1: memory; v2: memory + pids), or nothing with a logged reason."""
 
     def __init__(self, name: str, memory_bytes: int, max_pids: int):
         self.dirs: list[Path] = []
@@ -128,19 +130,14 @@ class _Cgroup:
         return None
 
     def _setup_v1(self, name: str, memory_bytes: int, max_pids: int) -> str | None:
-        root = Path("/sys/fs/cgroup")
-        for ctrl, files in (
-            ("memory", {"memory.limit_in_bytes": str(memory_bytes)}),
-            ("pids", {"pids.max": str(max_pids)}),
-        ):
-            own = _own_cgroup(ctrl)
-            base = root / ctrl / (own or "/").lstrip("/")
-            if own is None or not (base / "cgroup.procs").exists():
-                return f"no v1 {ctrl} controller mounted"
-            err = self._make(base, name, files)
-            if err:
-                return err
-        return None
+        # Memory only: every v1 hierarchy joined costs a cgroup migration (an RCU grace period,
+        # milliseconds on a busy machine) per command, and the process count is already capped
+        # per sandbox by RLIMIT_NPROC on the sandbox's own uid.
+        own = _own_cgroup("memory")
+        base = Path("/sys/fs/cgroup/memory") / (own or "/").lstrip("/")
+        if own is None or not (base / "cgroup.procs").exists():
+            return "no v1 memory controller mounted"
+        return self._make(base, name, {"memory.limit_in_bytes": str(memory_bytes)})
 
     def _setup_v2(self, name: str, memory_bytes: int, max_pids: int) -> str | None:
         own = _own_cgroup("")
@@ -255,19 +252,23 @@ class LocalSandbox(Sandbox):
     # -- command line -------------------------------------------------------------------
     def _build_prefix(self) -> list[str]:
         c = self.config
-        argv: list[str] = []
-        if self._cgroup.procs:  # join the cgroups before anything forks (race-free)
-            joins = "; ".join(f"echo $$ > '{p}'" for p in self._cgroup.procs)
-            argv += ["/bin/sh", "-c", f'{joins} || exit 125; exec "$@"', "sh"]
-        limits = [
-            f"--cpu={c.cpu_time_s}",
-            f"--as={c.memory_mb * 1024 * 1024}",
-            f"--nproc={c.max_processes}",
-            f"--fsize={c.max_file_mb * 1024 * 1024}",
-            "--core=0",
+        # One dash joins the cgroups (before anything forks: race-free) and sets the rlimits
+        # (soft = hard, inherited by everything below), then execs setpriv -> bubblewrap.
+        steps = [f"echo $$ > '{p}'" for p in self._cgroup.procs]
+        if steps:
+            steps = [
+                f"{{ {'&& '.join(steps)}; }} 2>/dev/null || {{ echo 'knowlyr: cannot join the sandbox cgroup' >&2; exit 125; }}"
+            ]
+        steps += [
+            f"ulimit -t {c.cpu_time_s}",
+            f"ulimit -v {c.memory_mb * 1024}",
+            f"ulimit -p {c.max_processes}",
+            f"ulimit -f {c.max_file_mb * 2048}",  # 512-byte blocks
+            "ulimit -c 0",
+            'exec "$@"',
         ]
+        argv: list[str] = ["/bin/sh", "-c", "; ".join(steps), "sh"]
         if self._as_root:
-            argv += ["prlimit", *limits, "--"]
             argv += [
                 "setpriv",
                 f"--reuid={self.uid}",
@@ -276,9 +277,9 @@ class LocalSandbox(Sandbox):
                 "--inh-caps=-all",
                 "--",
             ]
-        else:
-            argv += ["prlimit", *limits, "--"]
-        argv += ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
+        # No --new-session: Popen(start_new_session=True) already gives the sandbox no
+        # controlling terminal (so no TIOCSTI injection), and the flag costs milliseconds here.
+        argv += ["bwrap", "--unshare-all", "--die-with-parent", "--clearenv"]
         argv += ["--ro-bind", "/usr", "/usr"]
         for d in ("bin", "lib", "lib64", "lib32", "libx32", "sbin"):
             host = Path("/") / d
@@ -290,8 +291,8 @@ class LocalSandbox(Sandbox):
         argv += ["--proc", "/proc", "--dev", "/dev", "--bind", str(self._tmp), "/tmp"]
         argv += ["--bind", str(self.workspace), c.workdir, "--remount-ro", "/"]
         # No bubblewrap init: its outer process exits without reaping it, which leaves a zombie
-        # wherever the host's pid 1 does not reap. Our own bash is pid 1 instead (it reaps
-        # orphans; the user's command runs in a child bash, so it never is pid 1 itself).
+        # wherever the host's pid 1 does not reap. A dash is pid 1 instead (it reaps orphans;
+        # the user's command runs in a child bash, so it never is pid 1 itself).
         argv += ["--as-pid-1", "--chdir", c.workdir, "--hostname", "sandbox"]
         env = {
             "PATH": PATH,
@@ -312,7 +313,7 @@ class LocalSandbox(Sandbox):
         }
         for k, v in env.items():
             argv += ["--setenv", k, v]
-        return [*argv, "/bin/bash", "-c", 'bash -lc "$1"; exit $?', "bash"]
+        return [*argv, "/bin/sh", "-c", 'bash -lc "$1"; exit $?', "sh"]
 
     # -- Sandbox API --------------------------------------------------------------------
     def exec(

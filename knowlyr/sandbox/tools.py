@@ -220,7 +220,8 @@ def grep(pattern: str, path: str = ".", *, sandbox: Sandbox) -> ToolResult:
         rel = workspace_relpath(path, sandbox.config.workdir) or "."
     except WorkspacePathError as e:
         return ToolResult.failure(str(e), exit_code=2)
-    cmd = f"grep -rnIE --exclude-dir=.git --color=never -e {shlex.quote(pattern)} -- {shlex.quote(rel)}"
+    where = f" -- {shlex.quote(rel)}" if rel != "." else ""  # no operand: names print without ./
+    cmd = f"grep -rnIE --exclude-dir=.git --color=never -e {shlex.quote(pattern)}{where}"
     r = sandbox.exec(cmd)
     if r.exit_code == 1 and not r.stderr:
         return ToolResult(output=f"No matches for {pattern!r} in {path}", data={"matches": 0})

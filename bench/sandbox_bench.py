@@ -1,0 +1,207 @@
+"""Sandbox benchmark: per-command latency and episode reset, both backends, with baselines.
+
+Budgets (shared/TARGETS.md): command p50 <= 15 ms local, <= 120 ms container; episode reset
+(workspace restore) <= 100 ms local, <= 500 ms container, on a ~1,000-file workspace.
+
+Baselines measured in the same run:
+  * local command: a bare ``bwrap ... /bin/true`` as an unprivileged uid (the floor);
+  * container command: a bare ``exec_run("true")`` through the docker SDK (the API floor);
+  * local reset: ``rm -rf`` + ``tar -x`` of the same workspace (the usual tar approach);
+  * container reset: starting a bare container from the image (what any restore pays).
+
+Usage:
+    .venv/bin/python bench/sandbox_bench.py [--n 200] [--files 1000] [--backend local|container|both]
+(the container part starts ``podman system service`` when DOCKER_HOST is unset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from knowlyr.sandbox import SandboxConfig, create_sandbox
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))] * 1000
+
+
+def timed(fn: Callable[[], object], n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def line(
+    label: str, xs: list[float], budget: float | None = None, base: list[float] | None = None
+) -> None:
+    p50, p95 = pct(xs, 0.5), pct(xs, 0.95)
+    extra = ""
+    if base is not None:
+        extra += f"  ratio p50 vs baseline {p50 / pct(base, 0.5):.2f}x"
+    if budget is not None:
+        extra += f"  budget {budget:g} ms: {'OK' if p50 <= budget else 'OVER'}"
+    print(f"  {label:<46} p50 {p50:8.1f} ms  p95 {p95:8.1f} ms{extra}")
+
+
+def workspace_files(n: int) -> dict[str, str]:
+    return {f"pkg{i // 100}/mod_{i}.py": f"# module {i}\n" + "x = 1\n" * 80 for i in range(n)}
+
+
+EPISODE = (  # what a short coding episode does to the workspace: edit 10, add 5, delete 3
+    "for i in 0 1 2 3 4 5 6 7 8 9; do echo '# edited' >> pkg0/mod_$i.py; done; "
+    "mkdir -p new && for i in 1 2 3 4 5; do echo new > new/f$i.py; done; rm pkg1/mod_100.py pkg2/mod_200.py pkg3/mod_300.py"
+)
+
+
+def bench_local(n: int, nfiles: int) -> None:
+    print(f"local backend (bubblewrap), {n} commands, {nfiles}-file workspace")
+    uid = 65534
+    bwrap = [
+        "bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+        "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+        "--proc", "/proc", "--dev", "/dev", "/bin/true",
+    ]  # fmt: skip
+    if os.geteuid() == 0:
+        bwrap = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *bwrap]
+    floor = timed(
+        lambda: subprocess.run(bwrap, stdin=subprocess.DEVNULL, capture_output=True, check=True), n
+    )
+    with create_sandbox(SandboxConfig(backend="local"), files=workspace_files(nfiles)) as sb:
+        ours = timed(lambda: sb.exec("true"), n)
+        print("  command latency")
+        line("baseline: bare `bwrap /bin/true` (unprivileged)", floor)
+        line("LocalSandbox.exec('true')", ours, 15, floor)
+        py = timed(lambda: sb.exec("python3 -c pass"), max(n // 10, 10))
+        line("LocalSandbox.exec('python3 -c pass')", py)
+        sid = sb.snapshot()
+        snap = timed(sb.snapshot, 5)
+        resets, full = [], []
+        for _ in range(max(n // 10, 20)):
+            sb.exec(EPISODE)
+            t = time.perf_counter()
+            sb.restore(sid)
+            resets.append(time.perf_counter() - t)
+        for _ in range(5):
+            sb.exec("rm -rf ./*")
+            t = time.perf_counter()
+            sb.restore(sid)
+            full.append(time.perf_counter() - t)
+        assert sb.exec("ls pkg0 | wc -l").stdout.strip() == "100"
+        # baseline: a tar snapshot of the same workspace, restored by rm -rf + extract
+        tmp = Path(tempfile.mkdtemp(prefix="knowlyr-bench-"))
+        try:
+            tar_path = tmp / "snap.tar"
+            with tarfile.open(tar_path, "w") as tar:
+                tar.add(sb.workspace, arcname=".")
+            tar_base = []
+            for _ in range(10):
+                sb.exec(EPISODE)
+                t = time.perf_counter()
+                for child in sb.workspace.iterdir():
+                    shutil.rmtree(child) if child.is_dir() else child.unlink()
+                subprocess.run(["tar", "-xf", str(tar_path), "-C", str(sb.workspace)], check=True)
+                tar_base.append(time.perf_counter() - t)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        print(f"  episode reset ({nfiles} files; episode edits 10, adds 5, deletes 3)")
+        line("baseline: rm -rf + tar -x of the workspace", tar_base)
+        line("LocalSandbox.restore (after an episode)", resets, 100, tar_base)
+        line("LocalSandbox.restore (workspace wiped)", full, None, tar_base)
+        line("LocalSandbox.snapshot", snap)
+
+
+def bench_container(n: int, nfiles: int) -> None:
+    proc = None
+    tmp = None
+    if not os.environ.get("DOCKER_HOST"):
+        tmp = tempfile.mkdtemp(prefix="knowlyr-bench-podman-")
+        sock = Path(tmp) / "podman.sock"
+        proc = subprocess.Popen(
+            ["podman", "system", "service", "--time=0", f"unix://{sock}"], stderr=subprocess.DEVNULL
+        )
+        for _ in range(300):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        os.environ["DOCKER_HOST"] = f"unix://{sock}"
+    try:
+        from knowlyr.sandbox.container import _client
+
+        client = _client()
+        cfg = SandboxConfig(backend="container")
+        print(
+            f"container backend ({os.environ['DOCKER_HOST']}), {n} commands, {nfiles}-file workspace"
+        )
+        bare = client.containers.run(
+            cfg.image, ["sleep", "infinity"], detach=True, network_mode="none"
+        )
+        try:
+            floor = timed(lambda: bare.exec_run(["true"]), n)
+        finally:
+            bare.remove(force=True)
+
+        def start_bare() -> None:
+            c = client.containers.run(
+                cfg.image, ["sleep", "infinity"], detach=True, network_mode="none"
+            )
+            c.remove(force=True)
+
+        start_base = timed(start_bare, 5)
+        t = time.perf_counter()
+        sb = create_sandbox(cfg, files=workspace_files(nfiles))
+        created = time.perf_counter() - t
+        with sb:
+            ours = timed(lambda: sb.exec("true"), n)
+            print("  command latency")
+            line("baseline: bare exec_run('true') via the docker SDK", floor)
+            line("ContainerSandbox.exec('true')", ours, 120, floor)
+            print(f"  create with {nfiles} files: {created * 1000:.0f} ms")
+            sid = sb.snapshot()
+            snap = timed(sb.snapshot, 3)
+            resets = []
+            for _ in range(max(n // 20, 10)):
+                sb.exec(EPISODE)
+                t = time.perf_counter()
+                sb.restore(sid)
+                resets.append(time.perf_counter() - t)
+            assert sb.exec("ls pkg0 | wc -l").stdout.strip() == "100"
+            print(f"  episode reset ({nfiles} files)")
+            line("baseline: start + remove a bare container", start_base)
+            line("ContainerSandbox.restore (commit image)", resets, 500, start_base)
+            line("ContainerSandbox.snapshot (commit)", snap)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait()
+            os.environ.pop("DOCKER_HOST", None)
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=200, help="commands per latency measurement")
+    ap.add_argument("--files", type=int, default=1000, help="files in the workspace")
+    ap.add_argument("--backend", choices=["local", "container", "both"], default="both")
+    args = ap.parse_args()
+    print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+    if args.backend in ("local", "both"):
+        bench_local(args.n, args.files)
+    if args.backend in ("container", "both"):
+        bench_container(args.n, args.files)
+
+
+if __name__ == "__main__":
+    main()
