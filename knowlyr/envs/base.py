@@ -18,7 +18,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from knowlyr.core.env import Action, AgentEnv, TimeStep, error_timestep
+from knowlyr.core.env import Action, AgentEnv, TimeStep, error_timestep, parse_action
 from knowlyr.core.profile import DomainProfile, get_profile
 from knowlyr.core.tools import Toolbox, ToolResult
 from knowlyr.errors import ActionError, ConfigError
@@ -105,6 +105,22 @@ class TaskEnv(AgentEnv):
         return {"success": False, "score": 0.0}
 
     # -- protocol ---------------------------------------------------------------------------
+
+    def parse_action(self, action: Any) -> tuple[str, dict[str, Any]]:
+        """``(tool, params)``; a profile alias (``query_order``, ``answer``...) maps to its tool.
+
+        Raises:
+            ActionError: malformed action, or a tool that is neither ours nor an alias of one.
+        """
+        tool, params = parse_action(action, None)
+        if tool not in self.toolbox:
+            canon = self.profile.canonical(tool, params)
+            if canon not in self.toolbox:
+                raise ActionError(
+                    f"unknown tool {tool!r}; available tools: {', '.join(self.toolbox.names)}"
+                )
+            tool = canon
+        return tool, params
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI function-calling schemas of this env's tools (for model agents and export)."""

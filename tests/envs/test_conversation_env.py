@@ -157,3 +157,14 @@ def test_bad_family_or_split_fails_at_make():
         knowlyr.make("knowlyr/advisory", split="test")
     with pytest.raises(ConfigError, match="is a 'coding' task"):
         knowlyr.make("knowlyr/conversation").reset(task="coding-gcd-0064")
+
+
+def test_profile_aliases_reach_their_tools():
+    env = knowlyr.make("knowlyr/conversation", family="order_status")
+    ts = env.reset(seed=2)
+    oid = ts.observation.split()[-1].rstrip("?")
+    ts = env.step({"tool": "query_order", "params": {"order_id": oid}})
+    assert ts.info["exit_code"] == 0 and ts.info["tool"] == "query_stats"
+    status = ts.observation.split(": ")[1]
+    ts = env.step({"tool": "reply", "params": {"text": f"It is {status}."}})
+    assert ts.terminated and ts.info["outcome"]["success"]
