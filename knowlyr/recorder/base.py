@@ -463,7 +463,9 @@ def trajectory(
             "agent": agent if agent is not None else agent_info(),
             "steps": list(steps),
             "outcome": outcome if outcome is not None else _build(Outcome, _OUTCOME_DEFAULT.copy()),
-            "source": None,
+            "source": _build(
+                Source, {"format": "knowlyr", "path": None, "blob": None, "line": None}
+            ),
             "metadata": _jsonable(metadata) if metadata else {},
         },
     )
