@@ -8,8 +8,9 @@ vectorised. Four rubrics, each a score in [0, 1] per step (``None`` = not applic
 ``non_redundancy``
     0 when the step repeats an identical earlier call of the same trajectory with no state
     change in between. A state change is an applied write (a write whose observation reports
-    no failure) or a command execution; for a read of a file only writes *to that file* (and
-    executions) count, so re-reading a file nobody changed is redundant.
+    no failure) or a command execution; for a read or query of a target (a file, a record id)
+    only writes *to that target* (and executions) count, so re-reading a file nobody changed
+    is redundant.
 ``non_regression``
     0 when an applied edit undoes an earlier applied edit of the same file: a replacement
     ``old -> new`` after ``new -> old`` (our ``edit_file``, OpenHands ``str_replace_editor``
@@ -18,10 +19,10 @@ vectorised. Four rubrics, each a score in [0, 1] per step (``None`` = not applic
     (SWE-agent ``edit 4:4``, OpenHands ``edit``, ``create``), or an explicit ``undo_edit``.
 ``info_utilization``
     1 when the action's parameters contain a salient token (a file name, dotted or
-    snake_case identifier, an id with digits, a number of 3+ digits) that an earlier
-    observation of the trajectory revealed; 0 when observations revealed such tokens and the
-    action uses none of them; ``None`` when nothing was revealed yet or the action has no
-    salient token.
+    snake_case identifier, an id with digits, a number of 3+ digits) that the task
+    instruction or an earlier observation of the trajectory revealed; 0 when such tokens
+    were revealed and the action uses none of them; ``None`` when nothing was revealed yet
+    or the action has no salient token.
 ``efficiency``
     With reference length ``L`` (``TaskInfo.metadata["reference_steps"]`` or a task field
     ``reference_steps``; else the median length of the batch's trajectories of the same task
@@ -116,7 +117,8 @@ def step_table(trajectories: Sequence[Trajectory], profile: DomainProfile | str)
     ``task``, ``n_steps``, ``ref_steps``, ``cat`` (category, ``""`` for a message step),
     ``target``, ``sig`` (hash of canonical tool + parameters), ``ok`` (the observation reports
     no failure), ``edit_kind``, ``fwd``/``rev`` (hashes of a replacement and its inverse),
-    ``region``/``content`` (hashes of a region edit), ``act_text``, ``obs_text``.
+    ``region``/``content`` (hashes of a region edit), ``act_text``, ``obs_text``,
+    ``instruction`` (the task instruction on each trajectory's first row, else empty).
 
     Args:
         trajectories: the batch.
@@ -130,11 +132,11 @@ def step_table(trajectories: Sequence[Trajectory], profile: DomainProfile | str)
         k: []
         for k in (
             "traj", "step", "task", "n_steps", "ref_steps", "cat", "target", "sig", "ok",
-            "edit_kind", "fwd", "rev", "region", "content", "act_text", "obs_text",
+            "edit_kind", "fwd", "rev", "region", "content", "act_text", "obs_text", "instruction",
         )
     }  # fmt: skip
     (c_traj, c_step, c_task, c_n, c_ref, c_cat, c_target, c_sig, c_ok, c_kind, c_fwd, c_rev,
-     c_region, c_content, c_act, c_obs) = cols.values()  # fmt: skip
+     c_region, c_content, c_act, c_obs, c_instr) = cols.values()  # fmt: skip
     memo: dict[tuple[str, bytes, str | None], Any] = {}
     dumps = orjson.dumps
     sort = orjson.OPT_SORT_KEYS
@@ -143,7 +145,9 @@ def step_table(trajectories: Sequence[Trajectory], profile: DomainProfile | str)
         ref = reference_steps(traj.task)
         task_id = traj.task.task_id
         open_file: str | None = None
+        instruction = traj.task.instruction[:_OBS_CAP]
         for s_i, step in enumerate(traj.steps):
+            c_instr.append("" if s_i else instruction)
             c_traj.append(t_i)
             c_step.append(s_i)
             c_task.append(task_id)
@@ -208,6 +212,7 @@ def step_table(trajectories: Sequence[Trajectory], profile: DomainProfile | str)
         "ref_steps": pl.Float64, "cat": pl.String, "target": pl.String, "sig": pl.Int64,
         "ok": pl.Boolean, "edit_kind": pl.UInt8, "fwd": pl.Int64, "rev": pl.Int64,
         "region": pl.Int64, "content": pl.Int64, "act_text": pl.String, "obs_text": pl.String,
+        "instruction": pl.String,
     }  # fmt: skip
     return pl.DataFrame(cols, schema=schema)
 
@@ -218,8 +223,9 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
     The table must be ordered by trajectory then step (as :func:`step_table` builds it).
 
     Returns:
-        ``traj``, ``step`` and one Float64 column per rubric in :data:`RULE_COLUMNS`
-        (null = not applicable), in the table's row order.
+        ``traj``, ``step``, one Float64 column per rubric in :data:`RULE_COLUMNS`
+        (null = not applicable) and ``reference`` (the reference length used for
+        efficiency, null without one), in the table's row order.
     """
     import polars as pl
 
@@ -228,7 +234,7 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
     cat = pl.col("cat")
     is_x = (cat == "execute").cast(pl.Int32)
     is_w = ((cat == "write") & pl.col("ok")).cast(pl.Int32)
-    read_t = (cat == "read") & pl.col("target").is_not_null()
+    read_t = cat.is_in(["read", "query"]) & pl.col("target").is_not_null()
 
     def before(flag: pl.Expr) -> pl.Expr:
         """Count of ``flag`` in earlier steps of the same trajectory (no group window)."""
@@ -281,7 +287,18 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
 
     # Information utilization: salient action tokens first revealed by an earlier observation.
     obs_tok = (
-        base.select("traj", "step", tok=pl.col("obs_text").str.extract_all(TOKEN_PATTERN))
+        pl.concat(
+            [
+                base.select("traj", "step", tok=pl.col("obs_text").str.extract_all(TOKEN_PATTERN)),
+                # the task instruction counts as an observation before step 0
+                base.filter(first & (pl.col("instruction") != "")).select(
+                    "traj",
+                    step=pl.lit(-1, pl.Int64),
+                    tok=pl.col("instruction").str.extract_all(TOKEN_PATTERN),
+                ),
+            ],
+            how="vertical_relaxed",
+        )
         .explode("tok")
         .drop_nulls("tok")
     )
@@ -306,7 +323,7 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
         .select("task", "_med")
     )
     i1 = pl.col("step").cast(pl.Float64) + 1.0
-    ref = pl.coalesce("ref_steps", "_med")
+    ref = pl.coalesce("ref_steps", "_med").alias("reference")
     out = (
         df.join(regress, on="_row", how="left", maintain_order="left")
         .join(used, on="_row", how="left", maintain_order="left")
@@ -327,6 +344,7 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
             .when(i1 <= ref)
             .then(1.0)
             .otherwise(ref / i1),
+            reference=ref,
         )
     )
     return out.collect(engine=_ENGINE)
@@ -340,7 +358,7 @@ def score_rules(
     Example:
         >>> df = score_rules(trajectories, "coding")  # doctest: +SKIP
         >>> df.columns
-        ['traj', 'step', 'non_redundancy', 'non_regression', 'info_utilization', 'efficiency']
+        ['traj', 'step', 'non_redundancy', 'non_regression', 'info_utilization', 'efficiency', 'reference']
     """
     return rule_scores(step_table(trajectories, profile))
 

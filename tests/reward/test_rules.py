@@ -185,7 +185,16 @@ def test_info_utilization_on_swe_agent_log():
     t = load_fixture("swe_agent/swe-agent__test-repo-i1.traj")
     df = score_rules(t, "coding")
     # step 1 opens tests/missing_colon.py, the path find_file revealed at step 0
-    assert df["info_utilization"].to_list()[:2] == [None, 1.0]
+    assert df["info_utilization"][1] == 1.0
+    if t[0].task.instruction:  # the issue text names missing_colon.py: step 0 uses it
+        assert df["info_utilization"][0] == 1.0
+
+
+def test_info_utilization_counts_the_instruction_as_revealed():
+    t = traj([call("grep", pattern="parse_date"), call("read_file", path="utils/dates.py")])
+    t.task.instruction = "Fix parse_date in the utils package"
+    # step 0 uses the instruction's identifier; step 1 guesses a path nothing revealed
+    assert score_rules([t], "coding")["info_utilization"].to_list() == [1.0, 0.0]
 
 
 def test_efficiency_reference_and_batch_median():

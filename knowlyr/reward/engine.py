@@ -1,0 +1,302 @@
+"""RewardEngine: combine rule, judge and calibration layers into per-step and total rewards.
+
+Formula (documented on :class:`RewardEngine`): with normalised rubric weights ``w_r`` (the
+DomainProfile's ``rubric_weights`` unless overridden, restricted to the active layers'
+rubrics and scaled to sum to 1) and rubric scores ``s_{r,j}`` in [0, 1] for step ``j``::
+
+    r_j   = sum_{r in A_j} w_r * s_{r,j} / sum_{r in A_j} w_r      (A_j: rubrics scored at j)
+    P     = max(0, 1 - sum_j (1 - r_j) / L)                         (process reward)
+    total = (1 - outcome_weight) * P + outcome_weight * [success]   (when success is known)
+
+``L`` is the task's reference length (``reference_steps``, else the median length of the
+batch's trajectories of the same task, as for the efficiency rubric), else the number of
+scored steps, in which case ``P`` is simply the mean of ``r_j``. Counting each step's
+shortfall ``1 - r_j`` against the reference length means padding a trajectory with
+harmless extra steps cannot dilute its flaws: a trajectory that repeats the expert's steps
+plus detours scores lower than the expert. Rubrics not applicable at a step (``None``:
+e.g. info utilization before anything was revealed, or a judge failure) drop out of that
+step's weighted mean rather than counting 0.
+A calibration map (layer 3) maps ``r_j`` (step-level map) or ``total`` (trajectory-level)
+onto the human scale; ``total_raw`` keeps the uncalibrated value.
+
+Example:
+    >>> engine = RewardEngine("coding")                          # rules only, no network
+    >>> rewards = engine.score(trajectories)                     # doctest: +SKIP
+    >>> rewards[0].total, rewards[0].step_rewards                # doctest: +SKIP
+    >>> engine.config_hash                                       # changes with weights
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from knowlyr.core.profile import DomainProfile, get_profile
+from knowlyr.errors import ConfigError
+from knowlyr.reward.rubrics import RUBRIC_VERSION, RULE_RUBRICS, resolve_weights
+from knowlyr.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from knowlyr.reward.calibration import CalibrationMap
+    from knowlyr.reward.judge import LLMJudge
+
+__all__ = ["RewardEngine", "TrajectoryReward", "rewards_frame"]
+
+_LAYERS = ("rules", "judge")
+
+
+@dataclass
+class TrajectoryReward:
+    """The reward of one trajectory under one reward config.
+
+    Attributes:
+        total: the final reward (calibrated when a calibration map is set), ``None`` when no
+            step could be scored.
+        total_raw: ``total`` before calibration.
+        step_rewards: ``r_j`` per step (``None`` where no rubric applied).
+        rubric_scores: mean score per rubric over the steps where it applied.
+        step_rubrics: per step, every rubric's score (``None`` = not applicable / failed).
+        rationales: the judge's rationale per step (``None`` without the judge).
+        judge_errors: the judge's error per step (``None`` = fine).
+    """
+
+    trajectory_id: str
+    task_id: str
+    agent: str
+    model: str | None
+    total: float | None
+    total_raw: float | None
+    step_rewards: list[float | None]
+    rubric_scores: dict[str, float]
+    step_rubrics: list[dict[str, float | None]]
+    config_hash: str
+    success: bool | None = None
+    rationales: list[str | None] = field(default_factory=list)
+    judge_errors: list[str | None] = field(default_factory=list)
+
+    def to_row(self) -> dict[str, Any]:
+        """A row of the store's ``rewards`` table (declared columns plus extras)."""
+        return {
+            "trajectory_id": self.trajectory_id,
+            "config_hash": self.config_hash,
+            "total": self.total,
+            "per_step": [math.nan if r is None else r for r in self.step_rewards],
+            "per_rubric": orjson.dumps(self.rubric_scores).decode(),
+            "rationale": orjson.dumps(self.rationales).decode(),
+            "judge": orjson.dumps(self.judge_errors).decode(),
+            "created_at": datetime.now(UTC),
+            "task_id": self.task_id,
+            "agent": self.agent,
+            "model": self.model,
+            "total_raw": self.total_raw,
+            "success": self.success,
+            "step_rubrics": orjson.dumps(self.step_rubrics).decode(),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrajectoryReward:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+def rewards_frame(rewards: Sequence[TrajectoryReward]) -> pl.DataFrame:
+    """The rows of :meth:`TrajectoryReward.to_row` as a polars frame (for ``Store.append``)."""
+    import polars as pl
+
+    return pl.DataFrame([r.to_row() for r in rewards], infer_schema_length=None)
+
+
+def _mean(xs: Sequence[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+class RewardEngine:
+    """Scores trajectories with the chosen layers and the profile's rubric weights.
+
+    See the module docstring for the formula.
+
+    Args:
+        profile: a DomainProfile or built-in profile name (weights, categories, aliases).
+        layers: ``("rules",)`` (default, no network) or ``("rules", "judge")`` / ``("judge",)``.
+        weights: rubric -> weight overriding the profile's; normalised over the active rubrics.
+        judge: an :class:`~knowlyr.reward.judge.LLMJudge` or a spec (``"anthropic:MODEL"``),
+            required with the judge layer.
+        calibration: a fitted :class:`~knowlyr.reward.calibration.CalibrationMap`.
+        outcome_weight: weight of the outcome (success = 1, failure = 0) in ``total``.
+
+    Raises:
+        ConfigError: unknown layer, judge layer without a judge, bad weights.
+    """
+
+    def __init__(
+        self,
+        profile: DomainProfile | str = "generic",
+        layers: Sequence[str] = ("rules",),
+        weights: dict[str, float] | None = None,
+        judge: LLMJudge | str | None = None,
+        calibration: CalibrationMap | None = None,
+        *,
+        outcome_weight: float = 0.0,
+    ):
+        self.profile = get_profile(profile)
+        self.layers = tuple(layers)
+        bad = [x for x in self.layers if x not in _LAYERS]
+        if bad or not self.layers:
+            raise ConfigError(f"layers must be a non-empty subset of {_LAYERS}, got {layers!r}")
+        if not 0.0 <= outcome_weight <= 1.0:
+            raise ConfigError(f"outcome_weight must be in [0, 1], got {outcome_weight}")
+        if "judge" in self.layers:
+            if judge is None:
+                raise ConfigError(
+                    "the 'judge' layer needs judge= (an LLMJudge or 'anthropic:MODEL' / "
+                    "'openai:MODEL' / 'hf:PATH'); use layers=('rules',) to score without a judge"
+                )
+            if isinstance(judge, str):
+                from knowlyr.reward.judge import LLMJudge
+
+                judge = LLMJudge(judge, profile=self.profile)
+        self.judge = judge if "judge" in self.layers else None
+        rubrics: list[str] = []
+        if "rules" in self.layers:
+            rubrics += list(RULE_RUBRICS)
+        if self.judge is not None:
+            rubrics += [r.name for r in self.judge.rubrics]
+        self.rubrics = rubrics
+        self.weights = resolve_weights(self.profile, weights, rubrics)
+        self.calibration = calibration
+        self.outcome_weight = outcome_weight
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """Everything that changes the numbers; :attr:`config_hash` is its sha256."""
+        return {
+            "profile": self.profile.domain,
+            "profile_sha": hashlib.sha256(self.profile.to_json().encode()).hexdigest()[:16],
+            "layers": list(self.layers),
+            "weights": {k: round(v, 12) for k, v in sorted(self.weights.items())},
+            "judge_model": self.judge.model if self.judge else None,
+            "rubric_version": RUBRIC_VERSION
+            + (f"/{self.judge.rubric_version}" if self.judge else ""),
+            "calibration": self.calibration.version if self.calibration else None,
+            "outcome_weight": self.outcome_weight,
+        }
+
+    @property
+    def config_hash(self) -> str:
+        """sha256 (16 hex chars) of :attr:`config`: a new value for any change of weights,
+        layers, profile, judge model, rubric version or calibration."""
+        return hashlib.sha256(orjson.dumps(self.config, option=orjson.OPT_SORT_KEYS)).hexdigest()[
+            :16
+        ]
+
+    def score(self, trajectories: Sequence[Trajectory]) -> list[TrajectoryReward]:
+        """Score a batch (the judge layer runs its own event loop; see :meth:`ascore`)."""
+        if self.judge is None:
+            return self._combine(trajectories, None)
+        judged = self.judge.judge(trajectories)
+        return self._combine(trajectories, judged)
+
+    async def ascore(self, trajectories: Sequence[Trajectory]) -> list[TrajectoryReward]:
+        """:meth:`score` inside a running event loop."""
+        judged = await self.judge.ajudge(trajectories) if self.judge is not None else None
+        return self._combine(trajectories, judged)
+
+    def _combine(self, trajectories: Sequence[Trajectory], judged: Any) -> list[TrajectoryReward]:
+        per_step: list[list[dict[str, float | None]]] = [
+            [{} for _ in t.steps] for t in trajectories
+        ]
+        refs: dict[int, float | None] = {}
+        if "rules" in self.layers and trajectories:
+            from knowlyr.reward.rules import RULE_COLUMNS, score_rules
+
+            df = score_rules(trajectories, self.profile)
+            for ti, ref in zip(df["traj"].to_list(), df["reference"].to_list(), strict=True):
+                refs[ti] = ref
+            cols = [df[c].to_list() for c in RULE_COLUMNS]
+            for row, (ti, si) in enumerate(
+                zip(df["traj"].to_list(), df["step"].to_list(), strict=True)
+            ):
+                d = per_step[ti][si]
+                for name, col in zip(RULE_COLUMNS, cols, strict=True):
+                    d[name] = col[row]
+        rationales: list[list[str | None]] = [[None] * len(t.steps) for t in trajectories]
+        errors: list[list[str | None]] = [[None] * len(t.steps) for t in trajectories]
+        if judged is not None:
+            names = [r.name for r in self.judge.rubrics]
+            for ti, row in enumerate(judged):
+                for si, j in enumerate(row):
+                    for name in names:
+                        per_step[ti][si][name] = j.scores.get(name) if j.scores else None
+                    rationales[ti][si] = j.rationale
+                    errors[ti][si] = j.error
+        cal = self.calibration
+        out = []
+        w = self.weights
+        for ti, t in enumerate(trajectories):
+            steps_r: list[float | None] = []
+            for d in per_step[ti]:
+                num = den = 0.0
+                for name, s in d.items():
+                    if s is not None and w.get(name, 0.0) > 0:
+                        num += w[name] * s
+                        den += w[name]
+                r = num / den if den > 0 else None
+                if r is not None and cal is not None and cal.level == "step":
+                    r = cal.apply_one(r)
+                steps_r.append(r)
+            scored = [r for r in steps_r if r is not None]
+            process = None
+            if scored:
+                length = refs.get(ti) or len(scored)
+                process = max(0.0, 1.0 - sum(1.0 - r for r in scored) / length)
+            success = t.outcome.success
+            total_raw = process
+            if process is not None and self.outcome_weight and success is not None:
+                total_raw = (1 - self.outcome_weight) * process + self.outcome_weight * float(
+                    success
+                )
+            total = total_raw
+            if total is not None and cal is not None and cal.level == "trajectory":
+                total = cal.apply_one(total)
+            rubric_scores = {}
+            for name in self.rubrics:
+                m = _mean([d.get(name) for d in per_step[ti]])
+                if m is not None:
+                    rubric_scores[name] = m
+            out.append(
+                TrajectoryReward(
+                    trajectory_id=t.id,
+                    task_id=t.task.task_id,
+                    agent=t.agent.name,
+                    model=t.agent.model,
+                    total=total,
+                    total_raw=total_raw,
+                    step_rewards=steps_r,
+                    rubric_scores=rubric_scores,
+                    step_rubrics=per_step[ti],
+                    config_hash=self.config_hash,
+                    success=success,
+                    rationales=rationales[ti],
+                    judge_errors=errors[ti],
+                )
+            )
+        return out
+
+    def save(self, store: Any, rewards: Sequence[TrajectoryReward]) -> Any:
+        """Append ``rewards`` to the store's ``rewards`` table (one Delta transaction).
+
+        Rows are keyed by (trajectory_id, config_hash): re-scoring with the same config adds
+        nothing; changed weights are a new config hash, so new rows. Returns the manifest.
+        """
+        return store.append("rewards", rewards_frame(rewards))

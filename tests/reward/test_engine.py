@@ -1,0 +1,221 @@
+"""RewardEngine, config hash, store rows, preference pairs, leaderboard, expert vs noisy expert."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from knowlyr.errors import ConfigError
+from knowlyr.reward.calibration import CalibrationMap
+from knowlyr.reward.engine import RewardEngine, rewards_frame
+from knowlyr.reward.judge import LLMJudge, make_backend
+from knowlyr.reward.preferences import build_preferences, leaderboard, preferences_frame
+from knowlyr.reward.testing import JudgeServer, Reply
+from knowlyr.trajectory import AgentInfo, Outcome
+from tests.reward.helpers import call, load_fixture, traj
+
+
+def _clean_and_sloppy():
+    clean = traj([call("read_file", path="a.py", output="def f(): pass"),
+                  call("edit_file", path="a.py", old="pass", new="return 1"),
+                  call("submit")], task_id="t1", agent=AgentInfo(name="good"),
+                 outcome=Outcome(success=True))  # fmt: skip
+    sloppy = traj([call("read_file", path="a.py", output="def f(): pass"),
+                   call("read_file", path="a.py", output="def f(): pass"),
+                   call("edit_file", path="a.py", old="pass", new="return 1"),
+                   call("edit_file", path="a.py", old="return 1", new="pass"),
+                   call("edit_file", path="a.py", old="pass", new="return 1"),
+                   call("submit")], task_id="t1", agent=AgentInfo(name="bad"),
+                  outcome=Outcome(success=False))  # fmt: skip
+    return clean, sloppy
+
+
+def test_rules_only_scores_without_network():
+    clean, sloppy = _clean_and_sloppy()
+    rc, rs = RewardEngine("coding").score([clean, sloppy])
+    assert rc.total == pytest.approx(1.0) and rc.total > rs.total
+    assert len(rs.step_rewards) == 6 and rs.step_rewards[1] < 1.0  # the re-read
+    assert rs.rubric_scores["non_redundancy"] < 1.0 and rs.rubric_scores["non_regression"] < 1.0
+    assert rs.step_rubrics[3]["non_regression"] == 0.0
+    assert rc.rationales == [None] * 3 and rc.success is True
+
+
+def test_total_formula_counts_shortfall_against_reference():
+    clean, sloppy = _clean_and_sloppy()
+    eng = RewardEngine("coding")
+    _, rs = eng.score([clean, sloppy])
+    w = eng.weights
+    # the batch median length of task t1 is (3 + 6) / 2 = 4.5
+    for r, d in zip(rs.step_rewards, rs.step_rubrics, strict=True):
+        num = sum(w[k] * v for k, v in d.items() if v is not None)
+        den = sum(w[k] for k, v in d.items() if v is not None)
+        assert r == pytest.approx(num / den)
+    expected = 1 - sum(1 - r for r in rs.step_rewards) / 4.5
+    assert rs.total == pytest.approx(expected)
+
+
+def test_outcome_weight_and_weights_from_profile():
+    clean, sloppy = _clean_and_sloppy()
+    eng = RewardEngine("coding", outcome_weight=0.5)
+    rc, rs = eng.score([clean, sloppy])
+    assert rc.total == pytest.approx(1.0)
+    base = RewardEngine("coding").score([clean, sloppy])[1].total
+    assert rs.total == pytest.approx(0.5 * base)  # failed: outcome term is 0
+    assert sum(eng.weights.values()) == pytest.approx(1.0)
+    assert set(eng.weights) == {
+        "non_redundancy",
+        "non_regression",
+        "info_utilization",
+        "efficiency",
+    }
+
+
+def test_config_hash_changes_with_weights_layers_and_calibration():
+    a = RewardEngine("coding")
+    assert a.config_hash == RewardEngine("coding").config_hash
+    b = RewardEngine("coding", weights={"non_redundancy": 1.0, "efficiency": 1.0})
+    c = RewardEngine("browser")
+    cal = CalibrationMap.fit([0.0, 1.0], [0.2, 0.9])
+    d = RewardEngine("coding", calibration=cal)
+    assert len({a.config_hash, b.config_hash, c.config_hash, d.config_hash}) == 4
+    clean, _ = _clean_and_sloppy()
+    assert b.score([clean])[0].config_hash == b.config_hash
+
+
+def test_engine_config_errors():
+    with pytest.raises(ConfigError, match="needs judge="):
+        RewardEngine("coding", layers=("rules", "judge"))
+    with pytest.raises(ConfigError, match="layers"):
+        RewardEngine("coding", layers=("vibes",))
+    with pytest.raises(ConfigError, match="unknown rubric"):
+        RewardEngine("coding", weights={"speed": 1.0})
+    with pytest.raises(ConfigError, match="total weight 0"):
+        RewardEngine("coding", weights={"goal_progress": 1.0})  # a judge rubric, rules only
+
+
+def test_rules_and_judge_layers_combined():
+    clean, sloppy = _clean_and_sloppy()
+    with JudgeServer() as server:
+        server.script(*[Reply.scores({"goal_progress": 10, "tool_selection": 10,
+                                      "param_correctness": 10}, "fine")] * 3,
+                      *[Reply.scores({"goal_progress": 2, "tool_selection": 3,
+                                      "param_correctness": 4}, "meh")] * 4,
+                      Reply.malformed(), Reply.malformed())  # fmt: skip
+        backend = make_backend("openai:j", base_url=server.openai_url, api_key="k")
+        judge = LLMJudge(backend, profile="coding", concurrency=1, max_retries=1)
+        eng = RewardEngine("coding", layers=("rules", "judge"), judge=judge)
+        rc, rs = eng.score([clean, sloppy])
+        # sloppy's first step is the same prompt as clean's first step: judged once
+        assert len(server.requests) == 3 + 4 + 2
+    assert eng.config["judge_model"] == "openai:j"
+    assert rc.rubric_scores["goal_progress"] == 1.0 and rc.rationales == ["fine"] * 3
+    # the last step's judge answer was unparsable twice: a failure, its judge rubrics absent
+    assert rs.step_rubrics[5]["goal_progress"] is None and "unparsable" in rs.judge_errors[5]
+    assert rs.step_rewards[5] is not None  # the rules still score it
+    assert rc.total > rs.total
+    assert sum(eng.weights.values()) == pytest.approx(1.0) and len(eng.weights) == 7
+
+
+def test_calibration_applies_to_trajectory_totals():
+    clean, sloppy = _clean_and_sloppy()
+    cal = CalibrationMap.fit([0.0, 0.5, 1.0], [0.0, 0.1, 0.3], level="trajectory")
+    rc, rs = RewardEngine("coding", calibration=cal).score([clean, sloppy])
+    assert rc.total_raw == pytest.approx(1.0) and rc.total == pytest.approx(0.3)
+    assert rs.total == pytest.approx(cal.apply_one(rs.total_raw))
+
+
+def test_store_rows_and_frame():
+    clean, sloppy = _clean_and_sloppy()
+    rewards = RewardEngine("coding").score([clean, sloppy])
+    df = rewards_frame(rewards)
+    assert df.height == 2
+    assert {"trajectory_id", "config_hash", "total", "per_step", "per_rubric"} <= set(df.columns)
+    assert df["per_step"].to_list()[1][1] < 1.0
+
+
+def test_store_round_trip(tmp_path):
+    store_mod = pytest.importorskip("knowlyr.store")
+    store = store_mod.Store(str(tmp_path / "store"))
+    clean, sloppy = _clean_and_sloppy()
+    eng = RewardEngine("coding")
+    eng.save(store, eng.score([clean, sloppy]))
+    eng.save(store, eng.score([clean, sloppy]))  # the same config again: nothing new
+    other = RewardEngine("coding", weights={"non_redundancy": 1.0})
+    other.save(store, other.score([clean, sloppy]))  # new weights: a new config hash
+    df = store.read("rewards")
+    assert df.height == 4 and df["config_hash"].n_unique() == 2
+    pairs = build_preferences(eng.score([clean, sloppy]))
+    store.append("preferences", preferences_frame(pairs))
+    assert store.read("preferences")["chosen_id"].to_list() == [clean.id]
+
+
+def test_preferences_margin_and_reason():
+    clean, sloppy = _clean_and_sloppy()
+    other = traj([call("read_file", path="b.py"), call("submit")], task_id="t2")
+    rewards = RewardEngine("coding").score([clean, sloppy, other, other])
+    pairs = build_preferences(rewards, min_margin=0.05)
+    assert len(pairs) == 1
+    p = pairs[0]
+    assert (p.chosen_id, p.rejected_id, p.task_id) == (clean.id, sloppy.id, "t1")
+    assert p.margin == pytest.approx(p.chosen_reward - p.rejected_reward) and p.margin >= 0.05
+    assert "chosen succeeded, rejected failed" in p.reason and "non_redundancy" in p.reason
+    assert build_preferences(rewards, min_margin=0.99) == []
+    with pytest.raises(ConfigError, match="min_margin"):
+        build_preferences(rewards, min_margin=-1)
+
+
+def test_leaderboard_by_agent():
+    clean, sloppy = _clean_and_sloppy()
+    goods = [traj([call("bash", command=f"echo {i}")], task_id=f"g{i}", agent=AgentInfo(name="good"),
+                  outcome=Outcome(success=i % 4 != 0)) for i in range(8)]  # fmt: skip
+    rewards = RewardEngine("coding").score([clean, sloppy, *goods])
+    rows = leaderboard(rewards, by=("agent",), n_boot=200)
+    assert [r.key["agent"] for r in rows] == ["good", "bad"]
+    good = rows[0]
+    assert good.n == 9 and good.n_outcomes == 9
+    assert good.success_rate == pytest.approx(7 / 9)
+    assert good.success_low < good.success_rate < good.success_high
+    assert good.reward_low <= good.mean_reward <= good.reward_high
+    assert rows[1].n == 1 and math.isclose(rows[1].reward_low, rows[1].mean_reward)
+    with pytest.raises(ConfigError, match="leaderboard by"):
+        leaderboard(rewards, by=("colour",))
+
+
+def test_fixture_logs_score_end_to_end():
+    trajs = load_fixture("openhands/resolver_output.jsonl") + load_fixture(
+        "swe_agent/pydicom__pydicom-1458.traj"
+    )
+    rewards = RewardEngine("coding").score(trajs)
+    assert all(r.total is not None and 0 <= r.total <= 1 for r in rewards)
+    dark = rewards[1]
+    assert dark.step_rubrics[14]["non_redundancy"] == 0.0  # the re-open named in test_rules
+
+
+@pytest.mark.parametrize(
+    ("env_id", "domain", "n"),
+    [
+        ("knowlyr/sandbox", "coding", 16),
+        ("knowlyr/advisory", "advisory", 30),
+        ("knowlyr/discussion", "discussion", 30),
+    ],
+)
+def test_expert_outranks_noisy_expert(env_id, domain, n):
+    rollout = pytest.importorskip("knowlyr.rollout")
+    agents = pytest.importorskip("knowlyr.agents")
+    try:
+        expert = rollout.collect(env_id, agents.ExpertAgent, n, seed=0, concurrency=2)
+    except Exception as e:  # e.g. no sandbox backend on this machine
+        pytest.skip(f"{env_id} unavailable here: {e}")
+    noisy = rollout.collect(env_id, lambda: agents.NoisyExpert(noise=0.3, seed=1), n, seed=0,
+                            concurrency=2)  # fmt: skip
+    rewards = RewardEngine(domain).score(expert + noisy)
+    pairs = [
+        (rewards[i].total, rewards[n + i].total)
+        for i in range(n)
+        if expert[i].id != noisy[i].id  # noise actually changed the episode
+    ]
+    assert expert[0].task.task_id == noisy[0].task.task_id
+    assert len(pairs) >= 5
+    wins = sum(e > o for e, o in pairs)
+    assert wins >= 0.95 * len(pairs), f"expert ahead in {wins}/{len(pairs)} pairs"
