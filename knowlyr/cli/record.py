@@ -17,9 +17,9 @@ def install(app: typer.Typer) -> None:
     app.add_typer(record_app, name="record")
 
 
-def _side_file(out: Path) -> Path:
+def _side_file(out: Path, what: str = "rejected") -> Path:
     name = out.name[: -len(".jsonl")] if out.name.endswith(".jsonl") else out.name
-    return out.with_name(f"{name}.rejected.jsonl")
+    return out.with_name(f"{name}.{what}.jsonl")
 
 
 def _records(paths: list[Path], fmt: str | None, redact: bool, workers: int):
@@ -78,7 +78,8 @@ def convert_cmd(
     ),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any record is rejected."),
 ) -> None:
-    """Convert logs to trajectory JSONL; rejected records go to OUT.rejected.jsonl with the reason."""
+    """Convert logs to trajectory JSONL; rejected records go to OUT.rejected.jsonl with the reason,
+    the redaction audit (kind, step, field, fingerprint: never the secret) to OUT.redactions.jsonl."""
     from collections import Counter
 
     import orjson
@@ -87,10 +88,11 @@ def convert_cmd(
 
     output.parent.mkdir(parents=True, exist_ok=True)
     side = _side_file(output)
+    audit = _side_file(output, "redactions")
     counts: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
     reasons: list[str] = []
-    with open(output, "wb") as out, open(side, "wb") as rej:
+    with open(output, "wb") as out, open(side, "wb") as rej, open(audit, "wb") as aud:
         for r in _records(paths, fmt, redact, workers):
             counts["read"] += 1
             if isinstance(r, Converted):
@@ -98,6 +100,15 @@ def convert_cmd(
                 counts[f"format:{r.trajectory.source.format}"] += 1
                 kinds.update(x.kind for x in r.redactions)
                 out.write(r.trajectory.to_json() + b"\n")
+                src = r.trajectory.source
+                for x in r.redactions:
+                    row = {
+                        "path": src.path,
+                        "line": src.line,
+                        "trajectory": r.trajectory.id,
+                        **x.to_dict(),
+                    }
+                    aud.write(orjson.dumps(row) + b"\n")
             else:
                 counts["rejected"] += 1
                 rej.write(orjson.dumps(r.to_dict()) + b"\n")
@@ -105,6 +116,8 @@ def convert_cmd(
                     reasons.append(str(r))
     if not counts["rejected"]:
         side.unlink()
+    if not kinds:
+        audit.unlink()
     formats = ", ".join(
         f"{k[7:]}={v}" for k, v in sorted(counts.items()) if k.startswith("format:")
     )
@@ -118,7 +131,11 @@ def convert_cmd(
         for line in reasons:
             typer.echo(f"  {line}")
     if kinds:
-        typer.echo("redacted: " + ", ".join(f"{k}={v}" for k, v in sorted(kinds.items())))
+        typer.echo(
+            "redacted: "
+            + ", ".join(f"{k}={v}" for k, v in sorted(kinds.items()))
+            + f" (audit: {audit})"
+        )
     if (strict and counts["rejected"]) or (counts["read"] and not counts["converted"]):
         raise typer.Exit(1)
 

@@ -140,6 +140,12 @@ def test_cli_outputs_are_clean(tmp_path: Path) -> None:
     _assert_clean(out.read_bytes())
     _assert_clean((tmp_path / "out.rejected.jsonl").read_bytes())
     assert "redacted:" in res.output and "openai_key=" in res.output
+    audit = [orjson.loads(x) for x in (tmp_path / "out.redactions.jsonl").read_bytes().splitlines()]
+    _assert_clean((tmp_path / "out.redactions.jsonl").read_bytes())
+    assert {"kind": "password", "step": 1, "field": "action.params.command"}.items() <= next(
+        a for a in audit if a["kind"] == "password"
+    ).items()
+    assert all(len(a["fingerprint"]) == 12 and a["path"].endswith("leaky.json") for a in audit)
 
 
 @pytest.mark.parametrize(
