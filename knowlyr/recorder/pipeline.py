@@ -34,7 +34,7 @@ from knowlyr.recorder.base import (
     source,
     unpack_trajectory,
 )
-from knowlyr.recorder.redact import PLACEHOLDER_RE, Redaction, redact_bytes
+from knowlyr.recorder.redact import Redaction, locate_redactions, redact_bytes
 from knowlyr.trajectory import Trajectory
 
 __all__ = [
@@ -47,7 +47,6 @@ __all__ = [
     "iter_bytes",
     "iter_files",
     "iter_records",
-    "locate_redactions",
 ]
 
 FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")
@@ -221,49 +220,6 @@ def detect_format(path: str | Path) -> str:
 
 
 # -- conversion -------------------------------------------------------------------------------
-
-
-def _walk_strings(x: Any, field_name: str, out: list[tuple[str, str]]) -> None:
-    if isinstance(x, str):
-        if "[REDACTED:" in x:
-            out.append((field_name, x))
-    elif isinstance(x, dict):
-        for k, v in x.items():
-            _walk_strings(v, f"{field_name}.{k}", out)
-    elif isinstance(x, list):
-        for i, v in enumerate(x):
-            _walk_strings(v, f"{field_name}[{i}]", out)
-
-
-def locate_redactions(traj: Trajectory, hits: list[Redaction]) -> list[Redaction]:
-    """Where each redacted secret landed in ``traj`` (step, field); ``field="raw"`` for secrets
-    that sat in parts of the log the trajectory does not keep."""
-    found: list[Redaction] = []
-    seen: set[str] = set()
-
-    def scan(step_idx: int | None, name: str, value: Any) -> None:
-        spots: list[tuple[str, str]] = []
-        _walk_strings(value, name, spots)
-        for fname, text in spots:
-            for m in PLACEHOLDER_RE.finditer(text):
-                found.append(Redaction(m.group(1), m.group(2), step_idx, fname))
-                seen.add(m.group(2))
-
-    scan(None, "task.instruction", traj.task.instruction)
-    scan(None, "task.metadata", traj.task.metadata)
-    for s in traj.steps:
-        scan(s.index, "thought", s.thought)
-        scan(s.index, "message", s.message)
-        if s.action is not None:
-            scan(s.index, "action.params", s.action.params)
-        if s.observation is not None:
-            scan(s.index, "observation.output", s.observation.output)
-            scan(s.index, "observation.error", s.observation.error)
-        scan(s.index, "metadata", s.metadata)
-    scan(None, "outcome.reason", traj.outcome.reason)
-    scan(None, "metadata", traj.metadata)
-    found.extend(h for h in hits if h.fingerprint not in seen)
-    return found
 
 
 def _finish(

@@ -27,12 +27,16 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from knowlyr.trajectory import Trajectory
 
 __all__ = [
     "PLACEHOLDER_RE",
     "Redaction",
     "fingerprint",
+    "locate_redactions",
     "redact_bytes",
     "redact_text",
     "redaction_rules",
@@ -278,3 +282,46 @@ def redact_text(text: str) -> tuple[str, list[Redaction]]:
     if not hits:
         return text, hits
     return clean.decode("utf-8", "surrogatepass"), hits
+
+
+def _walk_strings(x: Any, field_name: str, out: list[tuple[str, str]]) -> None:
+    if isinstance(x, str):
+        if "[REDACTED:" in x:
+            out.append((field_name, x))
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            _walk_strings(v, f"{field_name}.{k}", out)
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            _walk_strings(v, f"{field_name}[{i}]", out)
+
+
+def locate_redactions(traj: Trajectory, hits: list[Redaction]) -> list[Redaction]:
+    """Where each redacted secret landed in ``traj`` (step, field); ``field="raw"`` for secrets
+    that sat in parts of the log the trajectory does not keep."""
+    found: list[Redaction] = []
+    seen: set[str] = set()
+
+    def scan(step_idx: int | None, name: str, value: Any) -> None:
+        spots: list[tuple[str, str]] = []
+        _walk_strings(value, name, spots)
+        for fname, text in spots:
+            for m in PLACEHOLDER_RE.finditer(text):
+                found.append(Redaction(m.group(1), m.group(2), step_idx, fname))
+                seen.add(m.group(2))
+
+    scan(None, "task.instruction", traj.task.instruction)
+    scan(None, "task.metadata", traj.task.metadata)
+    for s in traj.steps:
+        scan(s.index, "thought", s.thought)
+        scan(s.index, "message", s.message)
+        if s.action is not None:
+            scan(s.index, "action.params", s.action.params)
+        if s.observation is not None:
+            scan(s.index, "observation.output", s.observation.output)
+            scan(s.index, "observation.error", s.observation.error)
+        scan(s.index, "metadata", s.metadata)
+    scan(None, "outcome.reason", traj.outcome.reason)
+    scan(None, "metadata", traj.metadata)
+    found.extend(h for h in hits if h.fingerprint not in seen)
+    return found
