@@ -110,7 +110,7 @@ class SandboxEnv(TaskEnv):
             (default: local backend, default limits).
         test_timeout_s: wall-clock limit of the hidden test run.
         snapshot_cache: how many task workspaces to keep snapshots of.
-        git: make each workspace a git repository (local backend).
+        git: make each workspace a git repository (commits with fixed dates).
     """
 
     domain = "coding"

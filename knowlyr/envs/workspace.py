@@ -1,8 +1,8 @@
 """Fast episode resets: one sandbox per env, one workspace snapshot per task.
 
-The first episode of a task writes its files into the sandbox (and, on the local backend,
-commits them into a git repository with fixed dates, so ``git diff`` / ``git log`` work and
-commit ids are the same in every run), then snapshots the workspace. Every later episode of
+The first episode of a task writes its files into the sandbox (and commits them into a git
+repository with fixed dates, so ``git diff`` / ``git log`` work and commit ids are the same
+in every run), then snapshots the workspace. Every later episode of
 that task restores the snapshot instead: a reset costs one ``restore``. A task whose
 ``data["sandbox"]`` asks for another backend or image gets a fresh sandbox.
 """
@@ -48,7 +48,7 @@ class WorkspaceCache:
     Args:
         config: the sandbox config; a task's ``data["sandbox"]`` overrides its fields.
         size: how many task snapshots to keep.
-        git: initialise a git repository in each new workspace (local backend only).
+        git: initialise a git repository in each new workspace.
     """
 
     def __init__(self, config: SandboxConfig, *, size: int = 32, git: bool = True):
@@ -76,6 +76,7 @@ class WorkspaceCache:
                 # a container gets the task's files in one go; its snapshot is per task
                 self.sandbox = create_sandbox(cfg, files=task.files)
                 self._key = key
+                self._init_git(self.sandbox, task)
                 self._snapshots[task.task_id] = self.sandbox.snapshot()
                 return self.sandbox
             self.sandbox = create_sandbox(cfg)
@@ -93,16 +94,20 @@ class WorkspaceCache:
         sb.restore(self._empty)
         for path, text in task.files.items():
             sb.write_file(path, text)
-        if self.git and task.files:
-            r = sb.exec(GIT_INIT)
-            if not r.ok:
-                raise SandboxError(
-                    f"could not initialise git in the workspace of {task.task_id}: {r.output.strip()}"
-                )
+        self._init_git(sb, task)
         self._snapshots[task.task_id] = sb.snapshot()
         while len(self._snapshots) > self.size:
             self._snapshots.popitem(last=False)
         return sb
+
+    def _init_git(self, sb: Sandbox, task: Task) -> None:
+        if not (self.git and task.files):
+            return
+        r = sb.exec(GIT_INIT)
+        if not r.ok:
+            raise SandboxError(
+                f"could not initialise git in the workspace of {task.task_id}: {r.output.strip()}"
+            )
 
     def close(self) -> None:
         if self.sandbox is not None:

@@ -118,3 +118,22 @@ def test_instance_runs_in_the_container_backend(instance, docker_host):
     assert [s.action.tool for s in solved.steps] == ["write_file", "submit"]
     assert unsolved.outcome.success is False
     assert (unsolved.outcome.tests_passed, unsolved.outcome.tests_failed) == (1, 1)
+
+
+@pytest.mark.container
+def test_container_workspace_is_a_git_repo_and_resets(instance, docker_host):
+    import knowlyr
+
+    repo, path = instance
+    task = load_swebench(path, repos={"me/calc": repo}).tasks[0]
+    env = knowlyr.make("knowlyr/sandbox", tasks=[task])
+    try:
+        env.reset(task=task)
+        env.step({"tool": "write_file", "params": {"path": "calc/ops.py", "content": FIXED}})
+        diff = env.step({"tool": "git", "params": {"args": "diff --stat"}})
+        assert diff.info["exit_code"] == 0 and "calc/ops.py" in diff.observation
+        env.reset(task=task)
+        clean = env.step({"tool": "git", "params": {"args": "status --porcelain"}})
+        assert clean.info["exit_code"] == 0 and clean.observation.strip() == ""
+    finally:
+        env.close()
