@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 from collections import Counter, deque
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -49,8 +50,25 @@ __all__ = [
     "iter_records",
 ]
 
-FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".traj")
+_PLAIN = (".json", ".jsonl", ".ndjson", ".traj")
+FILE_SUFFIXES = _PLAIN + tuple(f"{s}.gz" for s in _PLAIN)
 _LINE_SUFFIXES = (".jsonl", ".ndjson")
+
+
+def _open(path: Path) -> IO[bytes]:
+    """The file's bytes, gunzipped on the fly for ``*.gz``."""
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
+def _read(path: Path) -> bytes:
+    with _open(path) as f:
+        return f.read()
+
+
+def _is_lines(path: Path) -> bool:
+    return path.name.removesuffix(".gz").endswith(_LINE_SUFFIXES)
+
+
 _CHUNK_BYTES = 1 << 20  # JSONL work unit for the process pool
 
 
@@ -177,7 +195,7 @@ def _unknown(path: str, what: str) -> UnknownFormatError:
 
 
 def _first_line_obj(path: Path, limit: int = 10) -> Any:
-    with open(path, "rb") as f:
+    with _open(path) as f:
         seen = 0
         for raw in f:
             if not raw.strip():
@@ -205,10 +223,10 @@ def detect_format(path: str | Path) -> str:
     p = Path(path)
     if not p.is_file():
         raise RecordError("no such file", path=str(p))
-    if p.suffix in _LINE_SUFFIXES:
+    if _is_lines(p):
         obj = _first_line_obj(p)
     else:
-        data = p.read_bytes()
+        data = _read(p)
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -299,12 +317,12 @@ def _iter_file(path: Path, fmt: str | None, redact: bool) -> Iterator[Converted 
         yield Rejected(spath, None, "no such file (check the path)", b"")
         return
     adapter = get_adapter(fmt) if fmt else None
-    if path.suffix in _LINE_SUFFIXES:
+    if _is_lines(path):
         if adapter is None:
             try:
                 first = _first_line_obj(path)
             except RecordError as e:
-                yield Rejected(spath, None, e.reason, _clean(path.read_bytes(), redact)[0])
+                yield Rejected(spath, None, e.reason, _clean(_read(path), redact)[0])
                 return
             adapter = _sniff(first)
             if adapter is None:
@@ -312,16 +330,16 @@ def _iter_file(path: Path, fmt: str | None, redact: bool) -> Iterator[Converted 
                     spath,
                     None,
                     _unknown(spath, "file's first line").reason,
-                    _clean(path.read_bytes(), redact)[0],
+                    _clean(_read(path), redact)[0],
                 )
                 return
         if adapter.session:
-            yield from _iter_session(adapter, spath, path.read_bytes(), redact)
+            yield from _iter_session(adapter, spath, _read(path), redact)
             return
-        with open(path, "rb") as f:
+        with _open(path) as f:
             yield from _iter_lines(adapter, spath, f, 1, redact)
         return
-    yield from _iter_json(path.read_bytes(), spath, adapter, redact)
+    yield from _iter_json(_read(path), spath, adapter, redact)
 
 
 def _iter_json(
@@ -462,7 +480,12 @@ def _units(
     """Work units: whole files, and ~1 MB slices of line-per-record JSONL files."""
     for p in files:
         sp = str(p)
-        if p.suffix in _LINE_SUFFIXES and p.is_file() and p.stat().st_size > _CHUNK_BYTES:
+        if (
+            _is_lines(p)
+            and not p.name.endswith(".gz")
+            and p.is_file()
+            and p.stat().st_size > _CHUNK_BYTES
+        ):
             try:
                 a = get_adapter(fmt) if fmt else _sniff(_first_line_obj(p))
             except RecordError:

@@ -100,6 +100,7 @@ def test_jsonl_is_streamed_not_loaded_whole(
     p = tmp_path / "big.jsonl"
     p.write_bytes((row + b"\n") * 50)
     monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail(f"read {self} whole"))
+    monkeypatch.setattr(pipeline_mod, "_read", lambda path: pytest.fail(f"read {path} whole"))
     it = iter_records([p])
     first = next(it)
     assert isinstance(first, Converted) and first.trajectory.source.line == 1
@@ -222,3 +223,18 @@ def test_progress_with_workers_once_per_file(batch: Path, monkeypatch) -> None:
         "p.traj",
         "unknown.json",
     ]
+
+
+def test_gzipped_logs(tmp_path: Path, fixtures_dir: Path) -> None:
+    import gzip
+
+    (tmp_path / "d").mkdir()
+    src = fixtures_dir / "openhands/resolver_output.jsonl"
+    (tmp_path / "d" / "out.jsonl.gz").write_bytes(gzip.compress(src.read_bytes()))
+    traj = fixtures_dir / "swe_agent/pydicom__pydicom-1458.traj"
+    (tmp_path / "d" / "p.traj.gz").write_bytes(gzip.compress(traj.read_bytes()))
+    results = list(iter_records([tmp_path / "d"]))
+    assert [r.trajectory.source.format for r in results] == ["openhands_output", "openhands_output", "swe_agent"]
+    assert [r.trajectory.source.line for r in results] == [1, 2, None]
+    assert results[0].raw == src.read_bytes().splitlines()[0]  # the record's own (uncompressed) bytes
+    assert detect_format(tmp_path / "d" / "p.traj.gz") == "swe_agent"
