@@ -215,3 +215,19 @@ def test_knowlyr_native_rejects_invalid_with_field_name(tmp_path: Path) -> None:
     p.write_bytes(orjson.dumps(doc))
     (r,) = iter_records([p])
     assert "steps.0.index" in r.reason and "knowlyr schema" in r.reason
+
+
+def test_openhands_output_row_that_errored() -> None:
+    row = orjson.loads((DATA / "openhands_eval_output.jsonl").read_bytes())
+    row["history"] = [e for e in row["history"] if e.get("action") != "finish"]
+    row["error"] = (
+        "RuntimeError: Agent reached maximum iteration in headless mode. Current iteration: 100"
+    )
+    del row["test_result"]["report"]
+    from knowlyr.recorder import iter_bytes
+
+    (r,) = iter_bytes(orjson.dumps(row), path="x.jsonl")
+    o = r.trajectory.outcome
+    assert o.reason.startswith("RuntimeError: Agent reached maximum iteration")
+    assert (o.terminated, o.truncated, o.success) == (False, True, None)
+    assert r.trajectory.tools_used() == ["bash", "str_replace_editor", "bash"]

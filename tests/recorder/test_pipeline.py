@@ -234,7 +234,13 @@ def test_gzipped_logs(tmp_path: Path, fixtures_dir: Path) -> None:
     traj = fixtures_dir / "swe_agent/pydicom__pydicom-1458.traj"
     (tmp_path / "d" / "p.traj.gz").write_bytes(gzip.compress(traj.read_bytes()))
     results = list(iter_records([tmp_path / "d"]))
-    assert [r.trajectory.source.format for r in results] == ["openhands_output", "openhands_output", "swe_agent"]
+    assert [r.trajectory.source.format for r in results] == [
+        "openhands_output",
+        "openhands_output",
+        "swe_agent",
+    ]
     assert [r.trajectory.source.line for r in results] == [1, 2, None]
-    assert results[0].raw == src.read_bytes().splitlines()[0]  # the record's own (uncompressed) bytes
+    assert (
+        results[0].raw == src.read_bytes().splitlines()[0]
+    )  # the record's own (uncompressed) bytes
     assert detect_format(tmp_path / "d" / "p.traj.gz") == "swe_agent"
