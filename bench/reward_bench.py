@@ -221,7 +221,10 @@ def bench_judge(latency: float) -> None:
     proc.start()
     port = q.get(timeout=60)
     try:
-        for kind, url in (("anthropic", f"http://127.0.0.1:{port}"), ("openai", f"http://127.0.0.1:{port}/v1")):
+        for kind, url in (
+            ("anthropic", f"http://127.0.0.1:{port}"),
+            ("openai", f"http://127.0.0.1:{port}/v1"),
+        ):
             seq = asyncio.run(_judge_run(kind, url, 1, 20))
             par = asyncio.run(_judge_run(kind, url, 16, 320))
             print(

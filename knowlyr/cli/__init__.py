@@ -6,6 +6,7 @@ import typer
 
 from knowlyr.cli import core as _core
 from knowlyr.cli import record as _record
+from knowlyr.cli import reward as _reward
 from knowlyr.cli import rollout as _rollout
 from knowlyr.cli import store as _store
 
@@ -17,6 +18,7 @@ app = typer.Typer(
 )
 _core.install(app)
 _record.install(app)
+_reward.install(app)
 _rollout.install(app)
 _store.install(app)
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from knowlyr.reward.calibration import CalibrationMap
     from knowlyr.reward.judge import LLMJudge
 
-__all__ = ["RewardEngine", "TrajectoryReward", "rewards_frame"]
+__all__ = ["RewardEngine", "TrajectoryReward", "dump_rewards", "load_rewards", "rewards_frame"]
 
 _LAYERS = ("rules", "judge")
 
@@ -300,3 +300,49 @@ class RewardEngine:
         nothing; changed weights are a new config hash, so new rows. Returns the manifest.
         """
         return store.append("rewards", rewards_frame(rewards))
+
+
+def dump_rewards(rewards: Sequence[TrajectoryReward], **extra: Any) -> bytes:
+    """The JSON document ``knowlyr reward score`` writes: ``{"rewards": [...], **extra}``."""
+    return orjson.dumps(
+        {**extra, "rewards": [r.to_dict() for r in rewards]},
+        option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
+    )
+
+
+def load_rewards(path: str | Any) -> list[TrajectoryReward]:
+    """Read rewards written by :func:`dump_rewards` (or a JSON list / JSONL of reward dicts).
+
+    Raises:
+        ConfigError: the file is missing or not a rewards document (names the file and line).
+    """
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"cannot read rewards file {p}: {e.strerror}") from e
+    try:
+        doc = orjson.loads(raw)
+        items = doc["rewards"] if isinstance(doc, dict) else doc
+        lines = [None] * len(items)
+    except orjson.JSONDecodeError:
+        items, lines = [], []
+        for n, line in enumerate(raw.splitlines(), 1):
+            if line.strip():
+                try:
+                    items.append(orjson.loads(line))
+                except orjson.JSONDecodeError as e:
+                    raise ConfigError(f"{p}:{n}: not valid JSON: {e}") from e
+                lines.append(n)
+    except (KeyError, TypeError) as e:
+        raise ConfigError(f"{p}: expected a rewards document with a 'rewards' list ({e})") from e
+    out = []
+    for i, (item, line) in enumerate(zip(items, lines, strict=True)):
+        try:
+            out.append(TrajectoryReward.from_dict(item))
+        except (TypeError, KeyError) as e:
+            where = f"{p}:{line}" if line else f"{p}: rewards[{i}]"
+            raise ConfigError(f"{where}: not a trajectory reward ({e})") from e
+    return out

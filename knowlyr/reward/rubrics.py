@@ -59,9 +59,9 @@ RULE_RUBRICS: dict[str, Rubric] = {
         ),
         Rubric(
             "info_utilization",
-            "1 when the action uses a path, identifier or value an earlier observation "
-            "revealed, 0 when it ignores everything revealed so far; not scored when nothing "
-            "was revealed yet or the action has no salient parameters.",
+            "1 when the action uses a path, identifier or value the instruction or an earlier "
+            "observation revealed, 0 when it ignores everything revealed so far; not scored "
+            "when nothing was revealed yet or the action has no salient parameters.",
             "rules",
         ),
         Rubric(

@@ -1,0 +1,267 @@
+"""``knowlyr reward score | preferences | calibrate | leaderboard | rubrics``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+reward_app = typer.Typer(
+    help="Process reward: rule and LLM-judge scores, calibration, preference pairs, leaderboards.",
+    no_args_is_help=True,
+)
+
+
+def install(app: typer.Typer) -> None:
+    app.add_typer(reward_app, name="reward")
+
+
+def _fail(e: Exception) -> typer.Exit:
+    typer.echo(f"error: {e}", err=True)
+    return typer.Exit(1)
+
+
+def _write(data: bytes | str, out: Path | None) -> None:
+    raw = data.encode() if isinstance(data, str) else data
+    if out is None:
+        sys.stdout.buffer.write(raw + (b"" if raw.endswith(b"\n") else b"\n"))
+        sys.stdout.flush()
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(raw)
+        typer.echo(f"wrote {out}", err=True)
+
+
+def _weights(spec: str | None) -> dict[str, float] | None:
+    if not spec:
+        return None
+    try:
+        if spec.lstrip().startswith("{"):
+            return {k: float(v) for k, v in json.loads(spec).items()}
+        return {k.strip(): float(v) for k, v in (kv.split("=", 1) for kv in spec.split(","))}
+    except (ValueError, AttributeError) as e:
+        raise typer.BadParameter(
+            f"--weights {spec!r}: use name=weight,name=weight or a JSON object ({e})"
+        ) from e
+
+
+@reward_app.command("score")
+def score(
+    paths: list[Path] = typer.Argument(
+        ..., help="Agent logs (any recorder format) or our Trajectory JSONL."
+    ),
+    domain: str = typer.Option(
+        "generic", "--domain", "-d", help="Domain profile name or profile file."
+    ),
+    judge: str | None = typer.Option(
+        None, "--judge", help="Add the LLM judge: anthropic:MODEL, openai:MODEL or hf:PATH."
+    ),
+    judge_base_url: str | None = typer.Option(
+        None, help="Base URL for the judge API (proxy or local server)."
+    ),
+    concurrency: int = typer.Option(16, help="Judge calls in flight."),
+    judge_cache: Path | None = typer.Option(
+        None, help="JSONL file caching judge answers across runs."
+    ),
+    weights: str | None = typer.Option(
+        None, help="Override rubric weights: name=w,name=w or JSON."
+    ),
+    calibration: Path | None = typer.Option(
+        None, help="Calibration map JSON from `reward calibrate`."
+    ),
+    outcome_weight: float = typer.Option(0.0, help="Weight of the outcome (success) in the total."),
+    format: str | None = typer.Option(None, "--format", "-f", help="Force a recorder format."),
+    store: str | None = typer.Option(
+        None, "--store", "-s", help="Also append the rewards to this store."
+    ),
+    out: Path | None = typer.Option(
+        None, "-o", "--output", help="Write the JSON here instead of stdout."
+    ),
+) -> None:
+    """Per-step and total rewards for every trajectory in PATH, as JSON."""
+    from knowlyr.errors import KnowlyrError
+    from knowlyr.recorder import Converted, iter_records
+    from knowlyr.reward.engine import RewardEngine, dump_rewards
+
+    try:
+        trajs, rejected = [], []
+        for r in iter_records(paths, format=format):
+            if isinstance(r, Converted):
+                trajs.append(r.trajectory)
+            else:
+                rejected.append({"path": r.path, "line": r.line, "reason": r.reason})
+                typer.echo(
+                    f"rejected {r.path}{f':{r.line}' if r.line else ''}: {r.reason}", err=True
+                )
+        judge_obj = None
+        if judge:
+            from knowlyr.reward.judge import LLMJudge, make_backend
+
+            kw = (
+                {"base_url": judge_base_url}
+                if judge_base_url and not judge.startswith("hf:")
+                else {}
+            )
+            judge_obj = LLMJudge(make_backend(judge, **kw), profile=domain, concurrency=concurrency,
+                                 cache=judge_cache)  # fmt: skip
+        cal = None
+        if calibration is not None:
+            from knowlyr.reward.calibration import CalibrationMap
+
+            cal = CalibrationMap.load(calibration)
+        engine = RewardEngine(
+            domain,
+            layers=("rules", "judge") if judge_obj else ("rules",),
+            weights=_weights(weights),
+            judge=judge_obj,
+            calibration=cal,
+            outcome_weight=outcome_weight,
+        )
+        rewards = engine.score(trajs)
+        if store:
+            from knowlyr.store import Store
+
+            engine.save(Store.open(store), rewards)
+    except (KnowlyrError, ValueError, OSError) as e:
+        raise _fail(e) from e
+    usage = judge_obj.usage.to_dict() if judge_obj else None
+    _write(dump_rewards(rewards, config=engine.config, config_hash=engine.config_hash,
+                        judge_usage=usage, rejected=rejected), out)  # fmt: skip
+    typer.echo(
+        f"scored {len(rewards)} trajectories, {len(rejected)} rejected, config {engine.config_hash}",
+        err=True,
+    )
+
+
+@reward_app.command("preferences")
+def preferences(
+    rewards_file: Path = typer.Argument(
+        ..., help="Rewards JSON written by `knowlyr reward score`."
+    ),
+    min_margin: float = typer.Option(0.05, help="Smallest total-reward margin for a pair."),
+    max_pairs_per_task: int | None = typer.Option(None, help="Keep the widest N pairs per task."),
+    store: str | None = typer.Option(
+        None, "--store", "-s", help="Also append the pairs to this store."
+    ),
+    out: Path | None = typer.Option(None, "-o", "--output"),
+) -> None:
+    """Preference pairs (chosen / rejected, rewards, margin, reason) per task, as JSON."""
+    from knowlyr.errors import KnowlyrError
+    from knowlyr.reward.engine import load_rewards
+    from knowlyr.reward.preferences import build_preferences, preferences_frame
+
+    try:
+        pairs = build_preferences(load_rewards(rewards_file), min_margin=min_margin,
+                                  max_pairs_per_task=max_pairs_per_task)  # fmt: skip
+        if store:
+            from knowlyr.store import Store
+
+            Store.open(store).append("preferences", preferences_frame(pairs))
+    except (KnowlyrError, ValueError, OSError) as e:
+        raise _fail(e) from e
+    from dataclasses import asdict
+
+    _write(json.dumps([asdict(p) for p in pairs], indent=2), out)
+    typer.echo(f"{len(pairs)} preference pairs", err=True)
+
+
+@reward_app.command("calibrate")
+def calibrate_cmd(
+    rewards_file: Path = typer.Argument(
+        ..., help="Rewards JSON written by `knowlyr reward score`."
+    ),
+    annotations: Path = typer.Argument(
+        ..., help="Human scores: CSV or JSONL (trajectory_id, step_index, score, annotator)."
+    ),
+    level: str = typer.Option("trajectory", help="'trajectory' (totals) or 'step' (step rewards)."),
+    n_boot: int = typer.Option(1000, help="Bootstrap resamples for the confidence intervals."),
+    out: Path | None = typer.Option(
+        None, "-o", "--output", help="Write the calibration map JSON here."
+    ),
+    report: Path | None = typer.Option(None, help="Write the agreement report JSON here."),
+) -> None:
+    """Fit an isotonic map from automatic to human scores; print agreement before and after."""
+    from knowlyr.errors import KnowlyrError
+    from knowlyr.reward.calibration import calibrate, load_annotations
+    from knowlyr.reward.engine import load_rewards
+
+    if level not in ("trajectory", "step"):
+        raise typer.BadParameter(f"--level must be 'trajectory' or 'step', got {level!r}")
+    try:
+        anns = load_annotations(annotations)
+        for msg in anns.rejected:
+            typer.echo(f"rejected {msg}", err=True)
+        res = calibrate(load_rewards(rewards_file), anns.items, level=level, n_boot=n_boot)  # type: ignore[arg-type]
+    except (KnowlyrError, ValueError, OSError) as e:
+        raise _fail(e) from e
+    typer.echo(f"matched {res.n_matched} annotated items ({res.n_unmatched} unmatched)")
+    typer.echo("before:\n" + res.before.table())
+    typer.echo("after (in-sample):\n" + res.after.table())
+    if res.after_cv is not None:
+        typer.echo("after (5-fold cross-validated):\n" + res.after_cv.table())
+    typer.echo(f"calibration map version {res.map.version}")
+    if out is not None:
+        res.map.save(out)
+        typer.echo(f"wrote {out}", err=True)
+    if report is not None:
+        report.write_text(json.dumps(res.to_dict(), indent=2))
+
+
+@reward_app.command("leaderboard")
+def leaderboard_cmd(
+    rewards_file: Path = typer.Argument(
+        ..., help="Rewards JSON written by `knowlyr reward score`."
+    ),
+    by: str = typer.Option("agent", help="Group by: agent, model or agent,model."),
+    confidence: float = typer.Option(0.95, help="Confidence level of the intervals."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Mean reward and success rate per agent/model with confidence intervals."""
+    from knowlyr.errors import KnowlyrError
+    from knowlyr.reward.engine import load_rewards
+    from knowlyr.reward.preferences import leaderboard
+
+    try:
+        rows = leaderboard(load_rewards(rewards_file), by=[b.strip() for b in by.split(",")],
+                           confidence=confidence)  # fmt: skip
+    except (KnowlyrError, ValueError, OSError) as e:
+        raise _fail(e) from e
+    if as_json:
+        typer.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+        return
+    pct = f"{confidence:.0%}"
+    typer.echo(
+        f"{'rank':>4}  {'group':30} {'n':>5}  {'mean reward':>11}  {pct + ' CI':>17}  {'success':>7}  {pct + ' CI':>15}"
+    )
+    for i, r in enumerate(rows, 1):
+        group = ", ".join(f"{v}" for v in r.key.values())
+        succ = f"{r.success_rate:7.1%}" if r.success_rate is not None else f"{'-':>7}"
+        sci = f"[{r.success_low:.2f}, {r.success_high:.2f}]" if r.success_low is not None else "-"
+        typer.echo(
+            f"{i:>4}  {group[:30]:30} {r.n:>5}  {r.mean_reward:11.3f}  [{r.reward_low:.3f}, {r.reward_high:.3f}]  {succ}  {sci:>15}"
+        )
+
+
+@reward_app.command("rubrics")
+def rubrics_cmd(
+    domain: str = typer.Option(
+        "generic", "--domain", "-d", help="Domain profile name or profile file."
+    ),
+) -> None:
+    """The rubrics of a domain: layer, normalised weight and what each measures."""
+    from knowlyr.core import get_profile
+    from knowlyr.errors import KnowlyrError
+    from knowlyr.reward.rubrics import RUBRIC_VERSION, all_rubrics
+
+    try:
+        prof = get_profile(domain)
+        weights = prof.normalized_weights()
+    except (KnowlyrError, ValueError) as e:
+        raise _fail(e) from e
+    typer.echo(
+        f"domain {prof.domain} (rubric version {RUBRIC_VERSION}); weights from the profile, normalised"
+    )
+    for r in all_rubrics(prof):
+        typer.echo(f"{r.name:20} {r.layer:6} {weights.get(r.name, 0.0):6.3f}  {r.description}")
