@@ -239,6 +239,23 @@ class EngineeringExpert(ScriptedExpert):
                 "Port and timeout are in the config.",
                 text=f"{svc} listens on port {port} with a request timeout of {timeout} ms.",
             )
+        if fam == "change_history":
+            if self.t == 0:
+                return _a(
+                    "git",
+                    "The change is in the config's git history.",
+                    args=f"log -p --format=%s -- {path}",
+                )
+            ticket = re.search(
+                rf"Set {re.escape(svc)} retries to \d+ \((OPS-\d+)\)", observation
+            ).group(1)
+            old = re.search(r"^-max_retries: (\d+)", observation, re.M).group(1)
+            new = re.search(r"^\+max_retries: (\d+)", observation, re.M).group(1)
+            return _a(
+                "respond",
+                f"{ticket} changed it from {old}.",
+                text=f"{ticket} changed the retry limit of {svc}; it was {old} before (now {new}).",
+            )
         if fam == "ownership":
             if self.t == 0:
                 return _a(

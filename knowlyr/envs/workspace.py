@@ -1,14 +1,16 @@
 """Fast episode resets: one sandbox per env, one workspace snapshot per task.
 
 The first episode of a task writes its files into the sandbox (and commits them into a git
-repository with fixed dates, so ``git diff`` / ``git log`` work and commit ids are the same
-in every run), then snapshots the workspace. Every later episode of
+repository with fixed dates, then replays the commits of ``task.data["history"]``, so
+``git diff`` / ``git log`` work and commit ids are the same in every run), then snapshots
+the workspace. Every later episode of
 that task restores the snapshot instead: a reset costs one ``restore``. A task whose
 ``data["sandbox"]`` asks for another backend or image gets a fresh sandbox.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections import OrderedDict
 from typing import Any
 
@@ -18,10 +20,12 @@ from knowlyr.taskset import Task
 
 __all__ = ["GIT_INIT", "WorkspaceCache", "sandbox_config"]
 
+_GIT_ENV = (
+    "export GIT_AUTHOR_NAME=knowlyr GIT_COMMITTER_NAME=knowlyr "
+    "GIT_AUTHOR_EMAIL=knowlyr@example.com GIT_COMMITTER_EMAIL=knowlyr@example.com"
+)
 GIT_INIT = (
-    "export GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z "
-    "GIT_AUTHOR_NAME=knowlyr GIT_COMMITTER_NAME=knowlyr "
-    "GIT_AUTHOR_EMAIL=knowlyr@example.com GIT_COMMITTER_EMAIL=knowlyr@example.com; "
+    f"{_GIT_ENV} GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z; "
     "git init -q -b main . && git add -A && git commit -qm 'Initial import'"
 )
 
@@ -101,12 +105,27 @@ class WorkspaceCache:
         return sb
 
     def _init_git(self, sb: Sandbox, task: Task) -> None:
+        """Commit the initial files, then each commit of ``task.data["history"]`` in order."""
         if not (self.git and task.files):
             return
-        r = sb.exec(GIT_INIT)
+        self._git(sb, task, GIT_INIT)
+        for i, commit in enumerate(task.data.get("history") or [], start=1):
+            for path, text in commit["files"].items():
+                sb.write_file(path, text)
+            date = f"2026-01-{1 + i:02d}T00:00:00Z"
+            self._git(
+                sb,
+                task,
+                f"{_GIT_ENV} GIT_AUTHOR_DATE={date} GIT_COMMITTER_DATE={date}; "
+                f"git commit -qam {shlex.quote(commit['message'])}",
+            )
+
+    @staticmethod
+    def _git(sb: Sandbox, task: Task, cmd: str) -> None:
+        r = sb.exec(cmd)
         if not r.ok:
             raise SandboxError(
-                f"could not initialise git in the workspace of {task.task_id}: {r.output.strip()}"
+                f"git setup of the workspace of {task.task_id} failed: {r.output.strip()}"
             )
 
     def close(self) -> None:

@@ -121,15 +121,20 @@ def _services(rng: random.Random, n: int) -> list[dict[str, Any]]:
     ]
 
 
+def _config(s: dict[str, Any]) -> str:
+    return (
+        f"service: {s['name']}\nport: {s['port']}\ntimeout_ms: {s['timeout_ms']}\n"
+        f"max_retries: {s['max_retries']}\n"
+    )
+
+
 def _repo(services: list[dict[str, Any]]) -> dict[str, str]:
     files = {
         "README.md": "# platform\n\nServices:\n"
         + "".join(f"- services/{s['name']}/\n" for s in services),
     }
     for s in services:
-        files[f"services/{s['name']}/config.yaml"] = (
-            f"service: {s['name']}\nport: {s['port']}\ntimeout_ms: {s['timeout_ms']}\nmax_retries: {s['max_retries']}\n"
-        )
+        files[f"services/{s['name']}/config.yaml"] = _config(s)
         files[f"services/{s['name']}/README.md"] = (
             f"# {s['name']}\n\nSettings live in config.yaml next to this file. Ownership is recorded in the knowledge base.\n"
         )
@@ -156,11 +161,11 @@ def _ownership_docs(services: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 
 class EngineeringSuite(_KnowledgeSuite):
-    """Questions about a small repository and the team knowledge base (6,000 tasks)."""
+    """Questions about a small repository, its git history and the knowledge base (8,000 tasks)."""
 
     name = "engineering"
     domain = "engineering"
-    families = ("config_lookup", "ownership", "retry_owner")
+    families = ("config_lookup", "ownership", "retry_owner", "change_history")
 
     def _config_lookup(self, rng: random.Random) -> dict[str, Any]:
         services = _services(rng, 4)
@@ -217,6 +222,42 @@ class EngineeringSuite(_KnowledgeSuite):
                 {"tool": "respond", "params": {"text": answer}},
             ],
             "data": {"kb": _ownership_docs(services), "service": s["name"]},
+        }
+
+    def _change_history(self, rng: random.Random) -> dict[str, Any]:
+        services = _services(rng, 4)
+        s = rng.choice(services)
+        tickets = [f"OPS-{n}" for n in rng.sample(range(1000, 9999), len(services))]
+        history = []
+        before = {o["name"]: o["max_retries"] for o in services}
+        for o, ticket in zip(rng.sample(services, len(services)), tickets, strict=True):
+            o["max_retries"] = rng.choice([v for v in range(1, 10) if v != o["max_retries"]])
+            history.append(
+                {
+                    "message": f"Set {o['name']} retries to {o['max_retries']} ({ticket})",
+                    "files": {f"services/{o['name']}/config.yaml": _config(o)},
+                }
+            )
+        ticket = next(
+            h["message"].rsplit("(", 1)[1].rstrip(")")
+            for h in history
+            if f" {s['name']} " in h["message"]
+        )
+        old = before[s["name"]]
+        initial = [dict(o, max_retries=before[o["name"]]) for o in services]
+        path = f"services/{s['name']}/config.yaml"
+        answer = f"{ticket} changed the retry limit of {s['name']}; it was {old} before (now {s['max_retries']})."
+        return {
+            "instruction": f"Which ticket changed the retry limit of {s['name']}, and what was the limit before?",
+            "files": _repo(initial),
+            "expected_facts": [ticket, str(old)],
+            "forbidden_facts": [t for t in tickets if t != ticket],
+            "reference_answer": answer,
+            "reference_solution": [
+                {"tool": "git", "params": {"args": f"log -p --format=%s -- {path}"}},
+                {"tool": "respond", "params": {"text": answer}},
+            ],
+            "data": {"kb": _ownership_docs(services), "service": s["name"], "history": history},
         }
 
 

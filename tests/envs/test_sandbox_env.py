@@ -181,3 +181,20 @@ def test_engineering_expert_and_repository_tools():
         assert f"{svc} is owned by" in kb.observation
     finally:
         env.close()
+
+
+def test_engineering_history_is_a_real_git_log():
+    env = knowlyr.make("knowlyr/engineering", family="change_history")
+    try:
+        ts = env.reset(seed=1)
+        task = env.unwrapped.task
+        log = env.step({"tool": "git", "params": {"args": "log --format=%s"}})
+        messages = log.observation.strip().splitlines()
+        assert messages[-1] == "Initial import" and len(messages) == 1 + len(task.data["history"])
+        assert all("OPS-" in m for m in messages[:-1])
+        ts = env.step(
+            {"tool": "respond", "params": {"text": "OPS-0000 changed it; it was 0 before."}}
+        )
+        assert ts.info["outcome"]["success"] is False
+    finally:
+        env.close()
