@@ -3,11 +3,11 @@
 Budgets (shared/TARGETS.md): command p50 <= 15 ms local, <= 120 ms container; episode reset
 (workspace restore) <= 100 ms local, <= 500 ms container, on a ~1,000-file workspace.
 
-Baselines measured in the same run:
+Baselines measured in the same run (latencies interleaved with ours, so load hits both alike):
   * local command: a bare ``bwrap ... /bin/true`` as an unprivileged uid (the floor);
   * container command: a bare ``exec_run("true")`` through the docker SDK (the API floor);
   * local reset: ``rm -rf`` + ``tar -x`` of the same workspace (the usual tar approach);
-  * container reset: starting a bare container from the image (what any restore pays).
+  * container reset: starting (and removing) a bare container from the image.
 
 Usage:
     .venv/bin/python bench/sandbox_bench.py [--n 200] [--files 1000] [--backend local|container|both]
@@ -28,6 +28,12 @@ from pathlib import Path
 
 from knowlyr.sandbox import SandboxConfig, create_sandbox
 
+EPISODE = (  # what a short coding episode does to the workspace: edit 10 files, add 5, delete 3
+    "for i in 0 1 2 3 4 5 6 7 8 9; do echo '# edited' >> pkg0/mod_$i.py; done; "
+    "mkdir -p new && for i in 1 2 3 4 5; do echo new > new/f$i.py; done; "
+    "rm pkg1/mod_100.py pkg2/mod_200.py pkg3/mod_300.py"
+)
+
 
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
@@ -43,48 +49,55 @@ def timed(fn: Callable[[], object], n: int) -> list[float]:
     return out
 
 
+def interleaved(fns: dict[str, Callable[[], object]], n: int) -> dict[str, list[float]]:
+    """Time several callables in alternation, so load changes hit them alike."""
+    out: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(n):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            out[k].append(time.perf_counter() - t)
+    return out
+
+
 def line(
     label: str, xs: list[float], budget: float | None = None, base: list[float] | None = None
 ) -> None:
     p50, p95 = pct(xs, 0.5), pct(xs, 0.95)
     extra = ""
     if base is not None:
-        extra += f"  ratio p50 vs baseline {p50 / pct(base, 0.5):.2f}x"
+        extra += f"  {p50 / pct(base, 0.5):.2f}x baseline"
     if budget is not None:
-        extra += f"  budget {budget:g} ms: {'OK' if p50 <= budget else 'OVER'}"
-    print(f"  {label:<46} p50 {p50:8.1f} ms  p95 {p95:8.1f} ms{extra}")
+        extra += f"  (budget {budget:g} ms: {'OK' if p50 <= budget else 'OVER'})"
+    print(f"  {label:<50} p50 {p50:7.1f} ms  p95 {p95:7.1f} ms{extra}")
 
 
 def workspace_files(n: int) -> dict[str, str]:
     return {f"pkg{i // 100}/mod_{i}.py": f"# module {i}\n" + "x = 1\n" * 80 for i in range(n)}
 
 
-EPISODE = (  # what a short coding episode does to the workspace: edit 10, add 5, delete 3
-    "for i in 0 1 2 3 4 5 6 7 8 9; do echo '# edited' >> pkg0/mod_$i.py; done; "
-    "mkdir -p new && for i in 1 2 3 4 5; do echo new > new/f$i.py; done; rm pkg1/mod_100.py pkg2/mod_200.py pkg3/mod_300.py"
-)
-
-
 def bench_local(n: int, nfiles: int) -> None:
-    print(f"local backend (bubblewrap), {n} commands, {nfiles}-file workspace")
-    uid = 65534
+    print(f"local backend (bubblewrap): {n} commands, {nfiles}-file workspace")
     bwrap = [
         "bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
         "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
         "--proc", "/proc", "--dev", "/dev", "/bin/true",
     ]  # fmt: skip
     if os.geteuid() == 0:
-        bwrap = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *bwrap]
-    floor = timed(
-        lambda: subprocess.run(bwrap, stdin=subprocess.DEVNULL, capture_output=True, check=True), n
-    )
+        bwrap = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *bwrap]
+
+    def run_floor() -> None:
+        subprocess.run(bwrap, stdin=subprocess.DEVNULL, capture_output=True, check=True)
+
     with create_sandbox(SandboxConfig(backend="local"), files=workspace_files(nfiles)) as sb:
-        ours = timed(lambda: sb.exec("true"), n)
+        r = interleaved({"floor": run_floor, "ours": lambda: sb.exec("true")}, n)
         print("  command latency")
-        line("baseline: bare `bwrap /bin/true` (unprivileged)", floor)
-        line("LocalSandbox.exec('true')", ours, 15, floor)
-        py = timed(lambda: sb.exec("python3 -c pass"), max(n // 10, 10))
-        line("LocalSandbox.exec('python3 -c pass')", py)
+        line("baseline: bare `bwrap /bin/true` (unprivileged)", r["floor"])
+        line("LocalSandbox.exec('true')", r["ours"], 15, r["floor"])
+        line(
+            "LocalSandbox.exec('python3 -c pass')",
+            timed(lambda: sb.exec("python3 -c pass"), max(n // 10, 10)),
+        )
         sid = sb.snapshot()
         snap = timed(sb.snapshot, 5)
         resets, full = [], []
@@ -99,6 +112,7 @@ def bench_local(n: int, nfiles: int) -> None:
             sb.restore(sid)
             full.append(time.perf_counter() - t)
         assert sb.exec("ls pkg0 | wc -l").stdout.strip() == "100"
+        assert sb.exec("test -e new").exit_code == 1
         # baseline: a tar snapshot of the same workspace, restored by rm -rf + extract
         tmp = Path(tempfile.mkdtemp(prefix="knowlyr-bench-"))
         try:
@@ -115,10 +129,10 @@ def bench_local(n: int, nfiles: int) -> None:
                 tar_base.append(time.perf_counter() - t)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        print(f"  episode reset ({nfiles} files; episode edits 10, adds 5, deletes 3)")
+        print(f"  episode reset ({nfiles} files; the episode edits 10, adds 5, deletes 3)")
         line("baseline: rm -rf + tar -x of the workspace", tar_base)
         line("LocalSandbox.restore (after an episode)", resets, 100, tar_base)
-        line("LocalSandbox.restore (workspace wiped)", full, None, tar_base)
+        line("LocalSandbox.restore (whole workspace deleted)", full, None, tar_base)
         line("LocalSandbox.snapshot", snap)
 
 
@@ -128,9 +142,8 @@ def bench_container(n: int, nfiles: int) -> None:
     if not os.environ.get("DOCKER_HOST"):
         tmp = tempfile.mkdtemp(prefix="knowlyr-bench-podman-")
         sock = Path(tmp) / "podman.sock"
-        proc = subprocess.Popen(
-            ["podman", "system", "service", "--time=0", f"unix://{sock}"], stderr=subprocess.DEVNULL
-        )
+        cmd = ["podman", "system", "service", "--time=0", f"unix://{sock}"]
+        proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
         for _ in range(300):
             if sock.exists():
                 break
@@ -142,45 +155,56 @@ def bench_container(n: int, nfiles: int) -> None:
         client = _client()
         cfg = SandboxConfig(backend="container")
         print(
-            f"container backend ({os.environ['DOCKER_HOST']}), {n} commands, {nfiles}-file workspace"
+            f"container backend ({os.environ['DOCKER_HOST']}): {n} commands, {nfiles}-file workspace"
         )
-        bare = client.containers.run(
-            cfg.image, ["sleep", "infinity"], detach=True, network_mode="none"
-        )
-        try:
-            floor = timed(lambda: bare.exec_run(["true"]), n)
-        finally:
-            bare.remove(force=True)
 
         def start_bare() -> None:
-            c = client.containers.run(
+            client.containers.run(
                 cfg.image, ["sleep", "infinity"], detach=True, network_mode="none"
-            )
-            c.remove(force=True)
+            ).remove(force=True)
 
         start_base = timed(start_bare, 5)
         t = time.perf_counter()
         sb = create_sandbox(cfg, files=workspace_files(nfiles))
         created = time.perf_counter() - t
-        with sb:
-            ours = timed(lambda: sb.exec("true"), n)
-            print("  command latency")
-            line("baseline: bare exec_run('true') via the docker SDK", floor)
-            line("ContainerSandbox.exec('true')", ours, 120, floor)
-            print(f"  create with {nfiles} files: {created * 1000:.0f} ms")
-            sid = sb.snapshot()
-            snap = timed(sb.snapshot, 3)
-            resets = []
-            for _ in range(max(n // 20, 10)):
-                sb.exec(EPISODE)
-                t = time.perf_counter()
-                sb.restore(sid)
-                resets.append(time.perf_counter() - t)
-            assert sb.exec("ls pkg0 | wc -l").stdout.strip() == "100"
-            print(f"  episode reset ({nfiles} files)")
-            line("baseline: start + remove a bare container", start_base)
-            line("ContainerSandbox.restore (commit image)", resets, 500, start_base)
-            line("ContainerSandbox.snapshot (commit)", snap)
+        bare = client.containers.run(
+            cfg.image, ["sleep", "infinity"], detach=True, network_mode="none"
+        )
+        try:
+            with sb:
+                r = interleaved(
+                    {"floor": lambda: bare.exec_run(["true"]), "ours": lambda: sb.exec("true")}, n
+                )
+                print("  command latency")
+                line("baseline: bare exec_run('true') via the docker SDK", r["floor"])
+                line("ContainerSandbox.exec('true')", r["ours"], 120, r["floor"])
+                print(f"  create with {nfiles} files: {created * 1000:.0f} ms")
+                snap = timed(sb.snapshot, 3)
+                sid = sb.snapshot()
+                warm, cold = [], []
+                for _ in range(max(n // 20, 10)):
+                    sb.exec(EPISODE)
+                    for _ in range(9):  # the rest of a 10-step episode
+                        sb.exec("true")
+                    t = time.perf_counter()
+                    sb.restore(sid)
+                    warm.append(time.perf_counter() - t)
+                    assert sb.exec("test -e new").exit_code == 1
+                sb.warm_restore = False
+                sb._drop_standby()
+                for _ in range(5):
+                    sb.exec(EPISODE)
+                    t = time.perf_counter()
+                    sb.restore(sid)
+                    cold.append(time.perf_counter() - t)
+                assert sb.exec("ls pkg0 | wc -l").stdout.strip() == "100"
+                print(f"  episode reset ({nfiles} files; 10-step episode)")
+                line("baseline: start + remove a bare container", start_base)
+                line("ContainerSandbox.restore (standby container)", warm, 500, start_base)
+                line("ContainerSandbox.restore (warm_restore=False)", cold, 500, start_base)
+                line("ContainerSandbox.snapshot (commit)", snap)
+        finally:
+            bare.remove(force=True)
     finally:
         if proc is not None:
             proc.terminate()
@@ -196,7 +220,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=1000, help="files in the workspace")
     ap.add_argument("--backend", choices=["local", "container", "both"], default="both")
     args = ap.parse_args()
-    print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     if args.backend in ("local", "both"):
         bench_local(args.n, args.files)
     if args.backend in ("container", "both"):

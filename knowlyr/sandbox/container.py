@@ -11,18 +11,21 @@ Each command runs as ``bash -lc CMD`` and, when it ends, everything it started i
 semantics as the local backend. A wall-clock timeout kills them from outside the same way.
 Snapshots are ``commit`` images: :meth:`ContainerSandbox.restore` replaces the container by
 a fresh one from the image, so everything is restored (installed packages, ``/tmp``...), not
-only the workspace. Containers and snapshot images are always removed, also on errors.
+only the workspace; a pristine container of the last snapshot is kept started in the
+background, so a restore is usually a swap. Containers and snapshot images are always removed, also on errors.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import os
 import posixpath
 import select
 import socket
 import struct
+import tarfile
 import threading
 import time
 import uuid
@@ -136,6 +139,8 @@ class ContainerSandbox(Sandbox):
     Args:
         config: limits and image; ``config.backend`` is ignored here.
         files: initial workspace files ``{relative path: text or bytes}``.
+        warm_restore: keep one pristine container of the last snapshot used started in the
+            background, so :meth:`restore` is a swap (costs one idle container).
 
     Example:
         >>> cfg = SandboxConfig(backend="container", memory_mb=512)
@@ -145,9 +150,15 @@ class ContainerSandbox(Sandbox):
     """
 
     def __init__(
-        self, config: SandboxConfig | None = None, *, files: dict[str, str | bytes] | None = None
+        self,
+        config: SandboxConfig | None = None,
+        *,
+        files: dict[str, str | bytes] | None = None,
+        warm_restore: bool = True,
     ):
         self.config = config or SandboxConfig(backend="container")
+        self.warm_restore = warm_restore
+        self._standby: dict[str, Any] | None = None
         self._closed = False
         self._lock = threading.Lock()
         self._container: Any = None
@@ -163,8 +174,8 @@ class ContainerSandbox(Sandbox):
             ) from e
         try:
             self._container = self._start(self.config.image)
-            for path, data in (files or {}).items():
-                self.write_file(path, data)
+            if files:
+                self._put_initial(files)
         except BaseException:
             self.close()
             raise
@@ -210,6 +221,49 @@ class ContainerSandbox(Sandbox):
             )  # fmt: skip
         except Exception as e:
             raise SandboxError(f"could not start a container from {image!r}: {e}") from e
+
+    def _put_initial(self, files: dict[str, str | bytes]) -> None:
+        """Write the initial files with one archive upload (the fresh workspace has no links)."""
+        buf = io.BytesIO()
+        now = int(time.time())
+        dirs: set[str] = set()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path, data in files.items():
+                rel = workspace_relpath(path, self.config.workdir)
+                if not rel:
+                    raise IsADirectoryError(f"{path} is the workspace directory")
+                parts = rel.split("/")
+                for i in range(1, len(parts)):
+                    d = "/".join(parts[:i])
+                    if d not in dirs:
+                        dirs.add(d)
+                        info = tarfile.TarInfo(d)
+                        info.type, info.mode, info.uid, info.gid, info.mtime = (
+                            tarfile.DIRTYPE,
+                            0o755,
+                            UID,
+                            UID,
+                            now,
+                        )
+                        tar.addfile(info)
+                payload = data.encode() if isinstance(data, str) else bytes(data)
+                info = tarfile.TarInfo(rel)
+                info.size, info.mode, info.uid, info.gid, info.mtime = (
+                    len(payload),
+                    0o644,
+                    UID,
+                    UID,
+                    now,
+                )
+                tar.addfile(info, io.BytesIO(payload))
+        try:
+            ok = self._container.put_archive(self.config.workdir, buf.getvalue())
+        except Exception as e:
+            raise SandboxError(
+                f"could not upload the initial files to {self._container.name}: {e}"
+            ) from e
+        if not ok:
+            raise SandboxError(f"the engine refused the initial files for {self._container.name}")
 
     # -- exec ----------------------------------------------------------------------------
     def _exec_raw(
@@ -332,17 +386,60 @@ class ContainerSandbox(Sandbox):
                 raise SandboxError(f"commit of {self._container.name} failed: {e}") from e
             ref = f"{repo}:{tag}"
             self._images.append(ref)
+            self._prepare_standby(ref)
             return ref
 
     def restore(self, snapshot_id: str) -> None:
-        """Replace the container by a fresh one from snapshot ``snapshot_id``."""
+        """Replace the container by a fresh one from snapshot ``snapshot_id``.
+
+        With ``warm_restore`` a container of the last snapshot used is started in the
+        background beforehand, so a restore usually only swaps containers.
+        """
         self._check_open()
         if snapshot_id not in self._images:
             raise SandboxError(f"unknown snapshot {snapshot_id!r}; take one with snapshot() first")
         with self._lock:
-            old = self._container
-            self._container = self._start(snapshot_id)
+            new = self._take_standby(snapshot_id)
+            if new is None:
+                new = self._start(snapshot_id)
+            old, self._container = self._container, new
             self._remove_later(old)
+            self._prepare_standby(snapshot_id)
+
+    def _prepare_standby(self, ref: str) -> None:
+        """Start a pristine container of ``ref`` in the background for the next restore."""
+        if not self.warm_restore:
+            return
+        self._drop_standby()
+        holder: dict[str, Any] = {"ref": ref, "container": None}
+
+        def run() -> None:
+            with contextlib.suppress(Exception):
+                holder["container"] = self._start(ref)
+
+        holder["thread"] = t = threading.Thread(
+            target=run, name=f"{self.name}-standby", daemon=True
+        )
+        self._standby = holder
+        t.start()
+
+    def _take_standby(self, ref: str) -> Any:
+        holder, self._standby = self._standby, None
+        if holder is None:
+            return None
+        holder["thread"].join()
+        if holder["ref"] != ref:
+            if holder["container"] is not None:
+                self._remove_later(holder["container"])
+            return None
+        return holder["container"]
+
+    def _drop_standby(self) -> None:
+        holder, self._standby = self._standby, None
+        if holder is not None:
+            holder["thread"].join()
+            if holder["container"] is not None:
+                self._remove_later(holder["container"])
 
     def _remove_later(self, container: Any) -> None:
         t = threading.Thread(target=self._remove, args=(container,), daemon=True)
@@ -355,10 +452,11 @@ class ContainerSandbox(Sandbox):
             container.remove(force=True)
 
     def close(self) -> None:
-        """Remove the container and the snapshot images. Idempotent."""
+        """Remove the containers and the snapshot images. Idempotent."""
         if getattr(self, "_closed", True):
             return
         self._closed = True
+        self._drop_standby()
         if self._container is not None:
             self._remove(self._container)
             self._container = None
