@@ -12,7 +12,7 @@ export DO_NOT_TRACK := 1
 export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install sysdeps run test lint format bench clean
+.PHONY: install sysdeps run test lint format bench clean server deploy worker
 
 # torch is pinned to the local CPU wheel and installed in the same pip command as everything
 # that depends on it (any other version pulls gigabytes of CUDA builds).
@@ -44,3 +44,19 @@ format:
 
 clean:
 	rm -rf .knowlyr .pytest_cache build *.egg-info
+
+# Orchestration (see deployments/README.md): a Prefect server with the UI, the process work pool
+# and every deployment in prefect.yaml, and a worker that runs them from this checkout.
+PREFECT := $(VENV)/bin/prefect
+POOL ?= knowlyr-process
+server deploy worker: export PREFECT_API_URL ?= http://127.0.0.1:4200/api
+
+server: install
+	$(PREFECT) server start --host 127.0.0.1 --port 4200
+
+deploy: install
+	$(PREFECT) work-pool inspect $(POOL) >/dev/null 2>&1 || $(PREFECT) work-pool create $(POOL) --type process
+	KNOWLYR_CHECKOUT=$(CURDIR) $(PREFECT) --no-prompt deploy --all
+
+worker: install
+	$(PREFECT) worker start --pool $(POOL)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
 from flows._common import resolve_store, run_namer
@@ -74,12 +74,12 @@ def _describe(p) -> str:
     return f"{get('env_id', 'knowlyr/conversation')}-{get('episodes', 64)}ep"
 
 
-@flow(name="collect", flow_run_name=run_namer("collect", _describe), log_prints=True)
+@flow(name="collect", flow_run_name=run_namer("collect", _describe))
 def collect(params: CollectParams = CollectParams()) -> CollectReport:
     """Run an agent in an environment and add the episodes to the store."""
     store_url = resolve_store(params.store_url)
     report = run_collect(params, store_url)
-    print(
+    get_run_logger().info(
         f"collected {report.episodes} episodes ({report.successes} successful) of "
         f"{params.agent} in {params.env_id}: {report.trajectories.new} new -> "
         f"trajectories@{report.trajectories.version}"

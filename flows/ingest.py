@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
 from flows._common import resolve_store, run_namer
@@ -39,13 +39,13 @@ def _describe(p) -> str:
     return "+".join(Path(x).name for x in logs)[:60]
 
 
-@flow(name="ingest", flow_run_name=run_namer("ingest", _describe), log_prints=True)
+@flow(name="ingest", flow_run_name=run_namer("ingest", _describe))
 def ingest(params: IngestParams) -> IngestReport:
     """Convert a directory of agent logs into the store, dedup and reward them."""
     store_url = resolve_store(params.store_url)
     logs = fingerprint_logs(params.logs)
     rec = record_logs(store_url, logs, format=params.format, redact=params.redact)
-    print(
+    get_run_logger().info(
         f"recorded {rec.read} records from {logs.files} files: {rec.new} new, "
         f"{rec.duplicates} duplicates, {rec.n_rejected} rejected -> trajectories@{rec.version}"
     )

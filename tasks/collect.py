@@ -63,7 +63,7 @@ def agent_factory(agent: str, *, seed: int = 0) -> Any:
     if kind == "checkpoint" and arg:
         from knowlyr.agents.inference import AgentInference
 
-        return lambda: AgentInference.from_pretrained(arg)
+        return lambda: AgentInference.from_pretrained(arg, max_new_tokens=96).create_agent()
     raise ValueError(
         f"agent must be 'expert', 'noisy[:p]', 'random' or 'checkpoint:<path>', got {agent!r}"
     )

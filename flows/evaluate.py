@@ -1,0 +1,101 @@
+"""``evaluate``: a checkpoint against a baseline on held-out tasks, with statistics."""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger
+from pydantic import BaseModel, Field
+
+from flows._common import resolve_store, run_namer
+from tasks.collect import sample_tasks
+from tasks.evaluate import ComparisonSummary, compare_policies, current_champion, evaluate_policy
+from tasks.train import Checkpoint
+
+__all__ = ["EvalParams", "EvaluateParams", "evaluate", "run_evaluation"]
+
+
+class EvalParams(BaseModel):
+    """How policies are evaluated and when a candidate is promoted."""
+
+    episodes: int = Field(100, gt=0, description="held-out tasks (one episode each)")
+    seed: int = Field(50_000, description="held-out sample seed (fixed: comparable across nights)")
+    max_steps: int = Field(3, gt=0, description="step limit per evaluation episode")
+    max_new_tokens: int = Field(48, gt=0, description="generation limit per turn")
+    alpha: float = Field(0.01, gt=0, lt=1, description="significance level (Bonferroni-adjusted)")
+    min_improvement: float = Field(0.0, ge=0, description="success-rate gain needed to promote")
+
+
+def run_evaluation(
+    store_url: str,
+    p: EvalParams,
+    *,
+    env_id: str,
+    suite: str,
+    family: str | None,
+    init: Checkpoint,
+    candidate: Checkpoint,
+) -> ComparisonSummary:
+    """Evaluate the untrained init, the candidate and the current champion (fanned out), then
+    compare against the champion (or the untrained model when there is none yet)."""
+    heldout = sample_tasks(suite, p.episodes, p.seed, split="heldout", family=family)
+    champion = current_champion(store_url, excluding=candidate.blob)
+    policies = {"untrained": init, "candidate": candidate}
+    if champion is not None:
+        policies["champion"] = champion
+    futures = [
+        evaluate_policy.submit(
+            name, ckpt, heldout, env_id, p.episodes, p.seed,
+            max_steps=p.max_steps, max_new_tokens=p.max_new_tokens,
+        )
+        for name, ckpt in policies.items()
+    ]  # fmt: skip
+    baseline = "champion" if champion is not None else "untrained"
+    return compare_policies(store_url, futures, "candidate", baseline, alpha=p.alpha)
+
+
+class EvaluateParams(BaseModel):
+    """Parameters of :func:`evaluate`: a checkpoint folder against a baseline folder."""
+
+    candidate: str = Field(..., description="checkpoint folder to evaluate")
+    baseline: str | None = Field(None, description="baseline folder (default: the champion)")
+    env_id: str = Field("knowlyr/conversation")
+    suite: str = Field("conversation")
+    family: str | None = Field("order_status")
+    store_url: str | None = Field(None, description="store root (default .knowlyr/store)")
+    evaluate: EvalParams = Field(default_factory=EvalParams)
+
+
+def _describe(p) -> str:
+    get = p.get if isinstance(p, dict) else lambda k, d=None: getattr(p, k, d)
+    return f"{get('env_id', 'knowlyr/conversation')}"
+
+
+@flow(name="evaluate", flow_run_name=run_namer("evaluate", _describe))
+def evaluate(params: EvaluateParams) -> ComparisonSummary:
+    """Evaluate a checkpoint against a baseline on held-out tasks."""
+    from tasks.train import register_checkpoint
+
+    store_url = resolve_store(params.store_url)
+    p = params.evaluate
+    heldout = sample_tasks(params.suite, p.episodes, p.seed, split="heldout", family=params.family)
+    cand = register_checkpoint(store_url, params.candidate)
+    base = (
+        register_checkpoint(store_url, params.baseline)
+        if params.baseline
+        else current_champion(store_url, excluding=cand.blob)
+    )
+    if base is None:
+        raise ValueError(
+            "no baseline: pass params.baseline (a checkpoint folder) or promote one first"
+        )
+    futures = [
+        evaluate_policy.submit(name, ckpt, heldout, params.env_id, p.episodes, p.seed,
+                               max_steps=p.max_steps, max_new_tokens=p.max_new_tokens)
+        for name, ckpt in (("candidate", cand), ("baseline", base))
+    ]  # fmt: skip
+    summary = compare_policies(store_url, futures, "candidate", "baseline", alpha=p.alpha)
+    c = summary.of("candidate")
+    get_run_logger().info(
+        f"held-out success: baseline {c['baseline_success_rate']:.1%} -> candidate "
+        f"{c['success_rate']:.1%} (Fisher p adj {c['fisher_p_adj']}, significant={c['significant']})"
+    )
+    return summary

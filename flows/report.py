@@ -1,0 +1,149 @@
+"""The per-iteration report: a markdown artifact with plots, also written next to the store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from knowlyr.store import Store
+from tasks._artifacts import (
+    markdown_image,
+    publish_markdown,
+    svg_bars,
+    svg_histogram,
+    svg_line,
+)
+
+__all__ = ["iteration_report", "success_history"]
+
+
+def success_history(store_url: str) -> list[tuple[str, float]]:
+    """(date, held-out success of the candidate) for every recorded promotion decision."""
+    store = Store.open(store_url)
+    if store.version("promotions") is None:
+        return []
+    rows = store.read("promotions", columns=["created_at", "success_after"]).sort("created_at")
+    return [(r[0].strftime("%m-%d %H:%M"), float(r[1])) for r in rows.iter_rows()]
+
+
+def _table(rows: list[tuple[str, Any]]) -> str:
+    return "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
+
+
+def iteration_report(
+    store_url: str,
+    seed: int,
+    collected: Any,
+    rewards: list[Any],
+    dataset: Any,
+    candidate: Any,
+    evaluation: Any,
+    decision: Any,
+) -> str:
+    """Publish the ``iteration-report`` artifact and write ``report.md`` + SVGs; returns the folder."""
+    from prefect.runtime import flow_run
+
+    totals = [t for r in rewards for t in r.totals]
+    scored = sum(r.scored for r in rewards)
+    board = evaluation.leaderboard
+    history = success_history(store_url)
+    plots = {
+        "rewards.svg": svg_histogram(
+            totals, title=f"Reward of {len(totals)} newly scored trajectories"
+        ),
+        "success.svg": svg_bars(
+            [r["agent"] for r in board],
+            [r["success_rate"] for r in board],
+            title="Held-out success rate",
+        ),
+        "history.svg": svg_line(
+            [d for d, _ in history] or ["now"],
+            [s for _, s in history] or [evaluation.success("candidate")],
+            title="Candidate held-out success across iterations",
+            ymax=1.0,
+        ),
+    }
+    t = collected.trajectories
+    versions = [
+        (
+            "trajectories",
+            f"`trajectories@{t.version}` ({t.rows} rows, {t.new} new, {t.duplicates} duplicates)",
+        ),
+        (
+            "rewards",
+            ", ".join(f"`rewards@{r.rewards.version}`" for r in rewards if r.rewards)
+            or "unchanged",
+        ),
+        (
+            "dataset",
+            f"`{dataset.name}` = `datasets@{dataset.datasets.version}` ({dataset.rows} rows)",
+        ),
+        ("checkpoint", f"blob `{candidate.blob[:16]}…` at `{candidate.path}`"),
+        (
+            "evaluations",
+            f"`evaluations@{evaluation.evaluations.version}`" if evaluation.evaluations else "",
+        ),
+        ("promotions", f"`promotions@{decision.promotions.version}`"),
+        ("store", f"`{store_url}`"),
+    ]
+    c = evaluation.of("candidate")
+    md = "\n\n".join(
+        [
+            f"# Iteration (seed {seed})",
+            f"**Decision: {'promoted' if decision.promoted else 'not promoted'}** — {decision.reason}",
+            "## Counts",
+            _table(
+                [
+                    ("episodes collected", collected.episodes),
+                    ("successful episodes", collected.successes),
+                    ("new trajectories", t.new),
+                    ("duplicates", t.duplicates),
+                    ("trajectories scored", scored),
+                    ("dataset rows", dataset.rows),
+                    ("rejected at export", dataset.rejected),
+                ]
+            ),
+            "## Held-out evaluation",
+            evaluation_table(board),
+            f"Candidate vs `{evaluation.baseline}`: success {c['success_diff']:+.1%}, "
+            f"Fisher p (Bonferroni) = {c['fisher_p_adj']}, reward diff {c['reward_diff']:+.3f} "
+            f"(95% CI {c['reward_diff_ci']}), alpha = {evaluation.alpha}.",
+            markdown_image(plots["success.svg"], "held-out success"),
+            "## Rewards",
+            markdown_image(plots["rewards.svg"], "reward distribution"),
+            "## Across iterations",
+            markdown_image(plots["history.svg"], "success across iterations"),
+            "## Store versions",
+            _table(versions),
+            f"Training: {candidate.seconds:.0f} s, final loss {candidate.metrics.get('train_loss', float('nan')):.3f}.",
+        ]
+    )
+    publish_markdown("iteration-report", md, f"Iteration report (seed {seed})")
+    folder = _report_dir(store_url, str(flow_run.id or "local"))
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, svg in plots.items():
+        (folder / name).write_text(svg, encoding="utf-8")
+    (folder / "report.md").write_text(md, encoding="utf-8")
+    return str(folder)
+
+
+def evaluation_table(board: list[dict[str, Any]]) -> str:
+    """The leaderboard as a markdown table."""
+    lines = [
+        "| rank | policy | episodes | success (95% CI) | mean reward |",
+        "|---|---|---|---|---|",
+    ]
+    for r in board:
+        lines.append(
+            f"| {r['rank']} | {r['agent']} | {r['episodes']} | {r['success_rate']:.1%} "
+            f"({r['success_ci_low']:.1%}–{r['success_ci_high']:.1%}) | {r['mean_reward']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def _report_dir(store_url: str, run_id: str) -> Path:
+    store = Store.open(store_url)
+    base = Path(store.root) if store.local else Path.home() / ".cache" / "knowlyr"
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return base / "reports" / f"iteration-{stamp}-{run_id[:8]}"
