@@ -205,6 +205,7 @@ def collect(
                     return
                 task = tasks[i % len(tasks)] if tasks is not None else None
                 traj = run_episode(rec, a, task=task, seed=seed + i)
+                rec.trajectories.clear()  # collect keeps them in order itself
                 traj.metadata.update({"env_id": env_id, "episode": i, "seed": seed + i})
                 results[i] = traj
         finally:
