@@ -474,18 +474,22 @@ def _work_lines(args: tuple[str, str, int, bytes, bool]) -> list[tuple]:
     return _pack(_iter_lines(get_adapter(fmt), path, chunk.split(b"\n"), first_line, redact))
 
 
+def _chunkable(p: Path) -> bool:
+    return (
+        _is_lines(p)
+        and not p.name.endswith(".gz")
+        and p.is_file()
+        and p.stat().st_size > _CHUNK_BYTES
+    )
+
+
 def _units(
     files: list[Path], fmt: str | None, redact: bool
 ) -> Iterator[tuple[Callable[..., Any], tuple]]:
     """Work units: whole files, and ~1 MB slices of line-per-record JSONL files."""
     for p in files:
         sp = str(p)
-        if (
-            _is_lines(p)
-            and not p.name.endswith(".gz")
-            and p.is_file()
-            and p.stat().st_size > _CHUNK_BYTES
-        ):
+        if _chunkable(p):
             try:
                 a = get_adapter(fmt) if fmt else _sniff(_first_line_obj(p))
             except RecordError:
@@ -549,30 +553,34 @@ def iter_records(
             if progress is not None:
                 progress(p)
         return
-    units = list(_units(files, format, redact))
-    if len(units) == 1:
-        fn, args = units[0]
-        yield from _unpack(fn(args))
+    if len(files) == 1 and not _chunkable(files[0]):
+        yield from _iter_file(files[0], format, redact)
         if progress is not None:
             progress(files[0])
         return
     path_of = {str(p): p for p in files}
-    last_unit = {args[0]: i for i, (_fn, args) in enumerate(units)}
+    units = _units(files, format, redact)  # lazy: big JSONL files are read slice by slice
     with ProcessPoolExecutor(max_workers=n) as pool:
-        pending: deque[tuple[int, str, Any]] = deque()
+        pending: deque[tuple[str, Any]] = deque()
 
-        def drain_one() -> Iterator[Converted | Rejected]:
-            i, p, fut = pending.popleft()
-            yield from _unpack(fut.result())
-            if progress is not None and last_unit[p] == i:
-                progress(path_of[p])
+        def submit_next() -> bool:
+            nxt = next(units, None)
+            if nxt is None:
+                return False
+            fn, args = nxt
+            pending.append((args[0], pool.submit(fn, args)))
+            return True
 
-        for i, (fn, args) in enumerate(units):
-            pending.append((i, args[0], pool.submit(fn, args)))
-            if len(pending) >= n * 4:
-                yield from drain_one()
+        more = True
+        while more and len(pending) < n * 4:
+            more = submit_next()
         while pending:
-            yield from drain_one()
+            p, fut = pending.popleft()
+            yield from _unpack(fut.result())
+            if more:
+                more = submit_next()
+            if progress is not None and (not pending or pending[0][0] != p):
+                progress(path_of[p])  # the file's last unit is done
 
 
 def convert(
