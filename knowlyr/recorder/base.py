@@ -117,6 +117,11 @@ _REGISTRY: dict[str, Adapter] = {}
 def register_adapter(adapter: Adapter | type[Adapter], *, replace: bool = False) -> Adapter:
     """Register an adapter (instance or class) under its ``name``.
 
+    Example:
+        >>> class MyAdapter(Adapter): ...  # doctest: +SKIP
+        >>> register_adapter(MyAdapter)  # doctest: +SKIP
+        <MyAdapter 'mylog'>
+
     Raises:
         ValueError: when the adapter has no name, or the name is taken and ``replace`` is False.
     """
@@ -137,7 +142,12 @@ def _ensure_builtin() -> None:
 
 
 def list_formats() -> list[str]:
-    """Names of the registered formats, in detection order."""
+    """Names of the registered formats, in detection order.
+
+    Example:
+        >>> list_formats()[:3]
+        ['knowlyr', 'swe_agent', 'knowlyr_legacy']
+    """
     return [a.name for a in adapters()]
 
 
@@ -149,6 +159,10 @@ def adapters() -> list[Adapter]:
 
 def get_adapter(name: str) -> Adapter:
     """The adapter registered as ``name``.
+
+    Example:
+        >>> get_adapter("swe_agent")
+        <SWEAgentAdapter 'swe_agent'>
 
     Raises:
         UnknownFormatError: naming the known formats (and the closest one).

@@ -3,7 +3,7 @@
 Example:
     >>> from knowlyr.trajectory import Trajectory, TaskInfo
     >>> validate_trajectory(Trajectory(task=TaskInfo(task_id="t")))
-    ['no steps']
+    ['no steps', 'task has no instruction']
 """
 
 from __future__ import annotations
