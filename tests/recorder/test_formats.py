@@ -117,6 +117,7 @@ def test_agentgym() -> None:
     )
     assert web.steps[2].observation.output.endswith("Your score (min 0.0, max 1.0): 0.75")
     assert web.steps[0].metadata == {"loss": True}
+    assert web.outcome.score == 0.75  # read from WebShop's final page
     assert alf.steps[0].action.model_dump()["params"] == {"text": "go to cabinet 1"}
     assert parse_react("just words") == ("", "just words", None, {})
 

@@ -32,6 +32,7 @@ from knowlyr.trajectory import Trajectory
 __all__ = ["AgentGymAdapter", "parse_react"]
 
 _REACT = re.compile(r"^\s*(?:Thought:\s*(?P<thought>.*?))?\s*Action:\s*(?P<action>.*)$", re.S)
+_SCORE = re.compile(r"Your score \(min 0(?:\.0)?, max 1(?:\.0)?\): ([0-9]*\.?[0-9]+)")
 _CALL = re.compile(r"^\s*(?P<name>[A-Za-z_][\w\-]*)\s*(?:\[(?P<br>.*)\]|\((?P<par>.*)\))\s*$", re.S)
 
 
@@ -139,6 +140,9 @@ class AgentGymAdapter(Adapter):
         item = as_str(obj.get("item_id")) or "agentgym"
         domain = item.rsplit("_", 1)[0] if "_" in item else "generic"
         reward = obj.get("reward")
+        if reward is None and steps and steps[-1].observation is not None:
+            found = _SCORE.search(steps[-1].observation.output)  # WebShop's final page
+            reward = float(found.group(1)) if found else None
         return trajectory(
             task(item, instruction, domain=domain, suite="agentgym"),
             steps,

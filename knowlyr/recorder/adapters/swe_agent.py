@@ -239,6 +239,9 @@ class SWEAgentAdapter(Adapter):
                     state = None
             if isinstance(state, dict) and state:
                 md["state"] = state
+            response = e.get("response")
+            if isinstance(response, str) and response and response != e.get("thought"):
+                md["response"] = response  # the model's text exactly as generated
             steps.append(
                 step(
                     len(steps),
