@@ -47,12 +47,15 @@ def _records(paths: list[Path], fmt: str | None, redact: bool, workers: int):
     )
 
     files = list(iter_files(paths))
+    from rich.console import Console
+
     with Progress(
         TextColumn("converting"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
         transient=True,
+        console=Console(stderr=True),  # stdout keeps only the counts
     ) as bar:
         tid = bar.add_task("files", total=len(files))
         yield from iter_records(
