@@ -9,7 +9,7 @@ An event list is a JSON array of actions and observations::
 Older logs (resolver ``output.jsonl``) write the same events flat (``{"action": "run",
 "command": ..., "thought": ...}``, ``{"observation": "run", "content": ..., "exit_code": 0}``)
 without ids, or as ``[action, observation]`` pairs. Observations are matched to their
-action by ``cause``, else to the latest action still waiting for one.
+action by ``cause``, else to the earliest action still waiting for one.
 
 Mapping: ``run`` -> ``bash {"command"}``; ``run_ipython`` -> ``run_ipython {"code"}``;
 ``str_replace_editor`` calls keep ``command, path, old_str, new_str, file_text, insert_line,
@@ -71,9 +71,7 @@ _META = frozenset(
 _SKIP_ACTIONS = frozenset(
     {"system", "recall", "change_agent_state", "null", "condensation", "condensation_request"}
 )
-_SKIP_OBS = frozenset(
-    {"agent_state_changed", "null", "recall", "condensation", "user_rejected_skip"}
-)
+_SKIP_OBS = frozenset({"agent_state_changed", "null", "recall", "condensation"})
 _EDITOR_KEYS = ("command", "path", "file_text", "old_str", "new_str", "insert_line", "view_range")
 _FILE_KEYS = ("path", "content", "start", "end")
 
