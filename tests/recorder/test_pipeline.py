@@ -244,3 +244,18 @@ def test_gzipped_logs(tmp_path: Path, fixtures_dir: Path) -> None:
         results[0].raw == src.read_bytes().splitlines()[0]
     )  # the record's own (uncompressed) bytes
     assert detect_format(tmp_path / "d" / "p.traj.gz") == "swe_agent"
+
+
+def test_rows_saved_as_one_json_array(tmp_path: Path, fixtures_dir: Path) -> None:
+    rows = [
+        orjson.loads(x)
+        for x in (fixtures_dir / "openhands/resolver_output.jsonl").read_bytes().splitlines()
+    ]
+    p = tmp_path / "output.json"
+    p.write_bytes(orjson.dumps(rows))
+    results = list(iter_records([p]))
+    assert [r.trajectory.task.task_id for r in results] == [
+        "neubig/pr-viewer#5",
+        "neubig/pr-viewer#1",
+    ]
+    assert [r.trajectory.metadata["record_index"] for r in results] == [0, 1]

@@ -450,6 +450,8 @@ class OpenHandsOutputAdapter(Adapter):
     priority = 20
 
     def sniff(self, obj: Any) -> bool:
+        if isinstance(obj, list) and obj:  # rows saved as one JSON array
+            obj = obj[0]
         if not isinstance(obj, dict) or not isinstance(obj.get("history"), list):
             return False
         if "trajectory" in obj or ("info" in obj and "environment" in obj):
