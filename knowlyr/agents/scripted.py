@@ -183,6 +183,27 @@ class ConversationExpert(ScriptedExpert):
             "respond", "Confirm the refund.", text=f"I have refunded {amount} for order {oid}."
         )
 
+    def _cancel_order(self, instr: str, obs: str) -> Action:
+        oid = _OID.findall(instr.split("cancel order", 1)[1])[0]
+        if self.t == 0:
+            return _a("query_stats", f"Check order {oid} before cancelling.", order_id=oid)
+        if self.t == 1:
+            status = re.search(r"status=(\w+)", obs).group(1)
+            if status in ("pending", "processing"):
+                return _a(
+                    "send_message",
+                    f"It is {status}, so it can still be cancelled.",
+                    to="shipping",
+                    action="cancel",
+                    order_id=oid,
+                )
+            return _a(
+                "respond",
+                f"Already {status}: too late to cancel.",
+                text=f"Order {oid} is already {status}, so it is too late to cancel it.",
+            )
+        return _a("respond", "Confirm the cancellation.", text=f"Order {oid} is cancelled.")
+
     def _address_change(self, instr: str, obs: str) -> Action:
         email = _EMAIL.search(instr).group(0).rstrip(".")
         address = instr.split("address to ", 1)[1].rstrip(".")

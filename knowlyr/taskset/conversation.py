@@ -11,6 +11,8 @@ Families (``task.family``):
 - ``address_change``: update the account's address through
   ``send_message(to="shipping", action="update_address")`` and confirm it.
 - ``return_policy``: look up a number in the help center (``web_search``) and state it.
+- ``cancel_order``: cancel through ``send_message(to="shipping", action="cancel")`` only
+  while the order is pending or processing (policy); otherwise explain its status.
 
 The outcome is checked against the database and the reply (:func:`evaluate_conversation`):
 every expected fact must appear as a whole token, no distractor may appear, required state
@@ -66,6 +68,7 @@ FAMILY_SIZES = {
     "refund": 2_000,
     "address_change": 2_000,
     "return_policy": 2_000,
+    "cancel_order": 2_000,
 }
 _ID_CHARS = string.ascii_uppercase + string.digits
 
@@ -200,7 +203,7 @@ def evaluate_conversation(task: Task, db: ServiceDB, answer: str | None) -> dict
 
 
 class ConversationSuite(Suite):
-    """Customer-service tasks: five families, 18,000 tasks (10,000 of them ``order_status``)."""
+    """Customer-service tasks: six families, 20,000 tasks (10,000 of them ``order_status``)."""
 
     name = "conversation"
     domain = "conversation"
@@ -402,4 +405,48 @@ class ConversationSuite(Suite):
                 {"tool": "respond", "params": {"text": answer}},
             ],
             data={"articles": articles, "topic": topic},
+        )
+
+    def _cancel_order(self, task_id: str, rng: random.Random) -> Task:
+        db = self._people(rng, rng.randint(2, 4), (1, 3))
+        oid = rng.choice(sorted(db["orders"]))
+        order = db["orders"][oid]
+        if rng.random() < 0.6:
+            order["status"] = rng.choice(("pending", "processing"))
+        email = db["users"][order["user"]]["email"]
+        allowed = order["status"] in ("pending", "processing")
+        solution: list[dict[str, Any]] = [{"tool": "query_stats", "params": {"order_id": oid}}]
+        if allowed:
+            action = {
+                "tool": "send_message",
+                "params": {"to": "shipping", "action": "cancel", "order_id": oid},
+            }
+            solution.append(action)
+            answer = f"Order {oid} is cancelled."
+            facts, changes, required = (
+                ["cancelled"],
+                {"orders": {oid: {"status": "cancelled"}}, "users": {}},
+                [action],
+            )
+        else:
+            answer = f"Order {oid} is already {order['status']}, so it is too late to cancel it."
+            facts, changes, required = [order["status"]], {"orders": {}, "users": {}}, []
+        # claiming the other outcome fails: "cancelled" for a refused one, the old status otherwise
+        forbidden = (
+            [order["status"]]
+            if allowed
+            else (["cancelled"] if order["status"] != "cancelled" else [])
+        )
+        solution.append({"tool": "respond", "params": {"text": answer}})
+        return self._task(
+            task_id,
+            "cancel_order",
+            f"Hi, I'm {email}. Please cancel order {oid}.",
+            expected_facts=facts,
+            forbidden_facts=forbidden,
+            required_actions=required,
+            reference_answer=answer,
+            reference_solution=solution,
+            metadata={"policy": "Only pending or processing orders can be cancelled."},
+            data={**db, "order_id": oid, "expected_changes": changes},
         )

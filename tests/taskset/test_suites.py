@@ -72,6 +72,8 @@ def _apply(db: ServiceDB, action: dict) -> None:
     p = action["params"]
     if p.get("action") == "refund":
         db.orders[p["order_id"]]["status"] = "refunded"
+    elif p.get("action") == "cancel":
+        db.orders[p["order_id"]]["status"] = "cancelled"
     elif p.get("action") == "update_address":
         db.users[p["user_id"]]["address"] = p["address"]
 
