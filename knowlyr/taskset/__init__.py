@@ -5,9 +5,10 @@ Built-in suites (outcomes are checked by code, never by string luck):
 - ``coding``: 264 generated Python repair / implementation tasks; hidden tests run in the
   sandbox after ``submit``.
 - ``conversation``: customer service over a seeded order / account database (families
-  ``order_status``, ``latest_order``, ``refund``, ``address_change``, ``return_policy``).
+  ``order_status``, ``latest_order``, ``refund``, ``address_change``, ``return_policy``,
+  ``cancel_order``).
 - ``engineering``, ``advisory``, ``discussion``: questions grounded in a generated knowledge
-  base (and, for engineering, a small repository).
+  base (and, for engineering, a small repository with a git history).
 
 Example:
     >>> from knowlyr.taskset import get_suite, sample, split_of
