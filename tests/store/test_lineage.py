@@ -117,3 +117,18 @@ def test_runs_can_be_updated_from_running_to_completed(store: Store) -> None:
     runs = store.runs(stage="collect")
     assert len(runs) == 1 and runs[0].status == "completed"
     assert runs[0].outputs == {"trajectories": 0}
+
+
+def test_lineage_accepts_manifests_and_table_names(store: Store) -> None:
+    *_, ds, _ckpt, (_i1, _i2, _reward, export_run, _train) = _pipeline(store)
+    by_manifest = store.lineage(ds)
+    assert by_manifest.ref == f"datasets@{ds.version}"
+    assert by_manifest.runs[0].run_id == export_run.run_id
+    assert store.lineage("datasets").trajectory_ids == by_manifest.trajectory_ids
+
+
+def test_run_refs_must_be_versions_or_blob_hashes(store: Store) -> None:
+    from knowlyr.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="'trajectories' must be a table version"):
+        store.record_run("export", inputs={"trajectories": 1.5})
