@@ -203,7 +203,7 @@ def gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be deleted."),
     min_age: float = typer.Option(3600.0, help="Keep blobs younger than this many seconds."),
 ) -> None:
-    """Delete blobs no table or run references."""
+    """Delete blobs no table row or run references (see Store.gc); --dry-run lists them."""
     s = _open(store)
     rep = s.gc(dry_run=dry_run, min_age_s=min_age)
     verb = "would delete" if dry_run else "deleted"

@@ -266,12 +266,18 @@ class Store(DeltaTables):
         return self.blobs.has(digest)
 
     def gc(self, *, dry_run: bool = True, min_age_s: float = 3600.0) -> GcReport:
-        """Delete blobs no table references (``dry_run`` only reports them).
+        """Delete blobs no table or run references (``dry_run`` only reports them).
 
-        Referenced: every ``*blob*`` string column and ``checkpoint`` column of every table
-        at its latest version, plus blob hashes in run inputs/outputs. Blobs younger than
-        ``min_age_s`` are kept, so a writer that stored a blob but has not committed its rows
-        yet is safe; leftover temporary files older than that are removed too.
+        Referenced: every string column whose name contains ``blob`` or is ``checkpoint``, in
+        every table at its latest version, plus the blob hashes in run inputs/outputs. So a
+        blob you want to keep (a checkpoint, a calibration map) must be named by a row or by
+        the run that made it: ``store.record_run("calibrate", outputs={"calibration": h})``.
+        Blobs younger than ``min_age_s`` are kept, so a writer that stored a blob but has not
+        committed its rows yet is safe; leftover temporary files older than that go too.
+
+        Example:
+            >>> store.gc(dry_run=True, min_age_s=0).unreferenced   # doctest: +SKIP
+            ['9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08']
         """
         import time
 
