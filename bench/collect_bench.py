@@ -88,11 +88,13 @@ def main() -> None:
             rate, ok = collect_rate(env_id, tasks, n, c)
             one = one or rate
             print(
-                f"{env_id:22} {f'collect concurrency={c}':22} {rate:11.1f} {rate / one:9.2f}x {ok:8.0%}"
+                f"{env_id:22} {f'collect concurrency={c}':22} {rate:11.1f} "
+                f"{rate / one:9.2f}x {ok:8.0%}"
             )
     first, cached = reset_times(sample("coding", args.tasks, seed=1))
     print(
-        f"\nknowlyr/sandbox reset: cached snapshot p50 {pct(cached, 0.5):.1f} ms, p95 {pct(cached, 0.95):.1f} ms; "
+        f"\nknowlyr/sandbox reset: cached snapshot p50 {pct(cached, 0.5):.1f} ms, "
+        f"p95 {pct(cached, 0.95):.1f} ms; "
         f"first visit p50 {pct(first, 0.5):.1f} ms (mean {statistics.mean(first) * 1000:.1f} ms)"
     )
 

@@ -16,7 +16,8 @@ rollouts.
 
 Example:
     >>> from knowlyr.agents import ExpertAgent
-    >>> trajs = collect("knowlyr/conversation", ExpertAgent, 4, seed=0, env_kwargs={"family": "order_status"})
+    >>> kw = {"family": "order_status"}
+    >>> trajs = collect("knowlyr/conversation", ExpertAgent, 4, seed=0, env_kwargs=kw)
     >>> len(trajs), all(t.outcome.success for t in trajs)
     (4, True)
 """
@@ -48,7 +49,8 @@ def _agent_factory(agent: AgentSpec, concurrency: int) -> Callable[[], Agent]:
     if isinstance(agent, Agent):
         if concurrency > 1:
             raise ConfigError(
-                "agents keep per-episode state, so one agent instance cannot run concurrent episodes: "
+                "agents keep per-episode state, so one agent instance cannot run concurrent "
+                "episodes: "
                 "pass its class or a factory (e.g. lambda: MyAgent(...)) with concurrency > 1"
             )
         return lambda: agent

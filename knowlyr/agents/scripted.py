@@ -97,7 +97,8 @@ class CodingExpert(ScriptedExpert):
                 )
             return _a(
                 "edit_file",
-                f"Fix the {task.metadata['bug_kind'].replace('_', ' ')} in `{task.data['function']}`.",
+                f"Fix the {task.metadata['bug_kind'].replace('_', ' ')} "
+                f"in `{task.data['function']}`.",
                 path=path,
                 old_str=task.data["target_buggy"],
                 new_str=task.data["target_fixed"],
@@ -299,7 +300,8 @@ class EngineeringExpert(ScriptedExpert):
         return _a(
             "respond",
             "Combine the config and the owner.",
-            text=f"{svc} allows {self.memo['retries']} retries; the {team} team must review a change.",
+            text=f"{svc} allows {self.memo['retries']} retries; "
+            f"the {team} team must review a change.",
         )
 
 
@@ -344,7 +346,8 @@ class AdvisoryExpert(ScriptedExpert):
         if self.t == 1:
             plans = []
             for name, price, seats, sso in re.findall(
-                r"The (\w+) plan costs \$(\d+) per month, allows up to (unlimited|\d+) users, (and includes|without)",
+                r"The (\w+) plan costs \$(\d+) per month, "
+                r"allows up to (unlimited|\d+) users, (and includes|without)",
                 observation,
             ):
                 cap = 10**9 if seats == "unlimited" else int(seats)
@@ -388,7 +391,8 @@ class DiscussionExpert(ScriptedExpert):
             m = int(re.search(rf"{re.escape(svc)} had (\d+) incidents", facts).group(1))
             pos = "for" if m > k else "against"
             self.memo["answer"] = (
-                f"Position: {pos}. {svc} had {m} incidents last quarter and the policy threshold is more than {k}."
+                f"Position: {pos}. {svc} had {m} incidents last quarter "
+                f"and the policy threshold is more than {k}."
             )
             return f"{m} incidents vs threshold {k}: {pos}"
         k = int(re.search(r"below (\d+)%", policy).group(1))
@@ -396,7 +400,8 @@ class DiscussionExpert(ScriptedExpert):
         v = int(re.search(rf"The {re.escape(api)} v1 API serves (\d+)%", facts).group(1))
         pos = "for" if v < k else "against"
         self.memo["answer"] = (
-            f"Position: {pos}. The {api} v1 API serves {v}% of traffic; the policy threshold is {k}%."
+            f"Position: {pos}. The {api} v1 API serves {v}% of traffic; "
+            f"the policy threshold is {k}%."
         )
         return f"{v}% vs threshold {k}%: {pos}"
 

@@ -158,7 +158,8 @@ class TaskEnv(AgentEnv):
         )
         if not isinstance(tid, str):
             raise ConfigError(
-                f"task must be a Task, a task id, a TaskInfo or a dict with task_id, got {task!r:.100}"
+                "task must be a Task, a task id, a TaskInfo or a dict with task_id, "
+                f"got {task!r:.100}"
             )
         if self._pool_tasks is not None:
             for t in self._pool_tasks:
@@ -177,7 +178,8 @@ class TaskEnv(AgentEnv):
         t = self._resolve(task)
         if t.domain != self.domain:
             raise ConfigError(
-                f"task {t.task_id!r} is a {t.domain!r} task; {type(self).__name__} runs {self.domain!r}"
+                f"task {t.task_id!r} is a {t.domain!r} task; "
+                f"{type(self).__name__} runs {self.domain!r}"
             )
         self._start(t)
         self.task = t

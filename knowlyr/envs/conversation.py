@@ -17,7 +17,8 @@ Example:
     >>> env = knowlyr.make("knowlyr/conversation", family="order_status")
     >>> ts = env.reset(seed=0)
     >>> oid = ts.observation.split()[-1].rstrip("?")
-    >>> env.step({"tool": "query_stats", "params": {"order_id": oid}}).observation.startswith(f"order {oid}:")
+    >>> ts = env.step({"tool": "query_stats", "params": {"order_id": oid}})
+    >>> ts.observation.startswith(f"order {oid}:")
     True
 """
 
@@ -158,7 +159,8 @@ def send_message(
         allowed = ("delivered",) if action == "refund" else ("pending", "processing")
         if order["status"] not in allowed:
             return ToolResult.failure(
-                f"{action} refused: order {oid} is {order['status']} ({action} needs {' or '.join(allowed)})",
+                f"{action} refused: order {oid} is {order['status']} "
+                f"({action} needs {' or '.join(allowed)})",
                 exit_code=1,
             )
         order["status"] = "refunded" if action == "refund" else "cancelled"

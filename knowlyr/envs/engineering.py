@@ -9,7 +9,8 @@ Example:
     >>> import knowlyr
     >>> env = knowlyr.make("knowlyr/engineering", family="config_lookup")  # doctest: +SKIP
     >>> ts = env.reset(seed=0)  # doctest: +SKIP
-    >>> env.step({"tool": "grep", "params": {"pattern": "port:"}}).observation.count("config.yaml")  # doctest: +SKIP
+    >>> grep = {"tool": "grep", "params": {"pattern": "^port:"}}
+    >>> env.step(grep).observation.count("config.yaml")  # doctest: +SKIP
     4
 """
 

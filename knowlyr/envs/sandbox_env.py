@@ -14,10 +14,11 @@ Example:
     >>> import knowlyr
     >>> env = knowlyr.make("knowlyr/sandbox", split="heldout")  # doctest: +SKIP
     >>> ts = env.reset(seed=0)  # doctest: +SKIP
-    >>> env.step({"tool": "bash", "params": {"command": "python3 run_tests.py tests"}}).info["exit_code"]  # doctest: +SKIP
+    >>> run = {"tool": "bash", "params": {"command": "python3 run_tests.py tests"}}
+    >>> env.step(run).info["exit_code"]  # doctest: +SKIP
     1
-    >>> env.step({"tool": "submit", "params": {}}).info["outcome"]["tests_failed"] > 0  # doctest: +SKIP
-    True
+    >>> env.step({"tool": "submit", "params": {}}).info["outcome"]["tests_failed"]  # doctest: +SKIP
+    2
 """
 
 from __future__ import annotations
@@ -149,7 +150,8 @@ class SandboxEnv(TaskEnv):
     def _final_observation(self, output: str, outcome: dict[str, Any]) -> str:
         if "tests_passed" not in outcome:
             return output
-        return f"{output} Hidden tests: {outcome['tests_passed']} passed, {outcome['tests_failed']} failed."
+        passed, failed = outcome["tests_passed"], outcome["tests_failed"]
+        return f"{output} Hidden tests: {passed} passed, {failed} failed."
 
     def _truncated_outcome(self) -> dict[str, Any]:
         return {"success": False, "score": 0.0, "reason": "not submitted"}

@@ -10,8 +10,10 @@ Example:
     >>> from knowlyr.taskset import get_suite
     >>> suite = get_suite("coding")
     >>> t = suite.task(0)
-    >>> sorted(t.files)[:2], t.test_command
-    (['numeric/__init__.py', 'numeric/numeric.py'], 'python3 .knowlyr_hidden/run_tests.py .knowlyr_hidden')
+    >>> sorted(t.files)[:2]
+    ['numeric/__init__.py', 'numeric/numeric.py']
+    >>> t.test_command
+    'python3 .knowlyr_hidden/run_tests.py .knowlyr_hidden'
 """
 
 from __future__ import annotations
@@ -111,7 +113,8 @@ class CodingSuite(Suite):
             target_buggy = ""
             buggy_source = header + decoy_src
             instruction = (
-                f"Add a function `{_signature(fam, fn)}` to {pkg}/{module}.py that should {fam.doc}. "
+                f"Add a function `{_signature(fam, fn)}` to {pkg}/{module}.py "
+                f"that should {fam.doc}. "
                 f"Check with `{RUN_TESTS}`, then call submit."
             )
         else:

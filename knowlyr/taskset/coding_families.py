@@ -58,7 +58,8 @@ FAMILIES: tuple[Family, ...] = (
         "palindrome",
         ("is_palindrome", "reads_same_backwards", "check_palindrome"),
         ("text", "strings", "words"),
-        "return True if text reads the same backwards, ignoring case and non-alphanumeric characters",
+        "return True if text reads the same backwards, "
+        "ignoring case and non-alphanumeric characters",
         '''def {fn}(text):
     """True if text reads the same backwards, ignoring case and non-alphanumerics."""
     cleaned = [c.lower() for c in text if c.isalnum()]
@@ -443,7 +444,8 @@ def {fn}(text):
         "caesar",
         ("caesar", "shift_cipher", "caesar_encode"),
         ("cipher", "crypto_toy", "encoding"),
-        "shift each ASCII letter of text by shift places (wrapping, keeping case); other characters unchanged",
+        "shift each ASCII letter of text by shift places (wrapping, keeping case); "
+        "other characters unchanged",
         '''def {fn}(text, shift):
     """Shift each ASCII letter by shift places, wrapping and keeping case."""
     out = []

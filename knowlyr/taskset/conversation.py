@@ -135,10 +135,17 @@ class ServiceDB:
         orders = (
             "; ".join(f"{oid} ({d}, {self.orders[oid]['status']})" for d, oid in mine) or "none"
         )
-        return f"user {uid}: name={u['name']}, email={u['email']}, address={u['address']}, orders: {orders}"
+        return (
+            f"user {uid}: name={u['name']}, email={u['email']}, address={u['address']}, "
+            f"orders: {orders}"
+        )
 
     def changes(self) -> dict[str, Any]:
-        """What differs from the initial state: ``{"orders": {id: {field: (old, new)}}, "users": ...}``."""
+        """What differs from the initial state.
+
+        Returns:
+            ``{"orders": {id: {field: (old, new)}}, "users": {id: {field: (old, new)}}}``.
+        """
         out: dict[str, Any] = {"orders": {}, "users": {}}
         for kind, now, before in (
             ("orders", self.orders, self._initial_orders),

@@ -136,7 +136,8 @@ def _repo(services: list[dict[str, Any]]) -> dict[str, str]:
     for s in services:
         files[f"services/{s['name']}/config.yaml"] = _config(s)
         files[f"services/{s['name']}/README.md"] = (
-            f"# {s['name']}\n\nSettings live in config.yaml next to this file. Ownership is recorded in the knowledge base.\n"
+            f"# {s['name']}\n\nSettings live in config.yaml next to this file. "
+            "Ownership is recorded in the knowledge base.\n"
         )
     return files
 
@@ -154,7 +155,8 @@ def _ownership_docs(services: list[dict[str, Any]]) -> list[dict[str, str]]:
         {
             "id": "kb-deploy",
             "title": "Deploy process",
-            "text": "Deploys go out Tuesday and Thursday. Config changes need a review from the owning team.",
+            "text": "Deploys go out Tuesday and Thursday. "
+            "Config changes need a review from the owning team.",
         }
     )
     return docs
@@ -171,9 +173,13 @@ class EngineeringSuite(_KnowledgeSuite):
         services = _services(rng, 4)
         s = rng.choice(services)
         path = f"services/{s['name']}/config.yaml"
-        answer = f"{s['name']} listens on port {s['port']} with a request timeout of {s['timeout_ms']} ms."
+        answer = (
+            f"{s['name']} listens on port {s['port']} "
+            f"with a request timeout of {s['timeout_ms']} ms."
+        )
         return {
-            "instruction": f"What port does {s['name']} listen on, and what is its request timeout in ms?",
+            "instruction": f"What port does {s['name']} listen on, "
+            "and what is its request timeout in ms?",
             "files": _repo(services),
             "expected_facts": [str(s["port"]), str(s["timeout_ms"])],
             "forbidden_facts": [
@@ -208,9 +214,13 @@ class EngineeringSuite(_KnowledgeSuite):
         services = _services(rng, 4)
         s = rng.choice(services)
         path = f"services/{s['name']}/config.yaml"
-        answer = f"{s['name']} allows {s['max_retries']} retries; the {s['team']} team must review a change."
+        answer = (
+            f"{s['name']} allows {s['max_retries']} retries; "
+            f"the {s['team']} team must review a change."
+        )
         return {
-            "instruction": f"How many retries does {s['name']} allow, and which team must review a change to it?",
+            "instruction": f"How many retries does {s['name']} allow, "
+            "and which team must review a change to it?",
             "files": _repo(services),
             "expected_facts": [str(s["max_retries"]), s["team"]],
             "forbidden_facts": [o["team"] for o in services if o is not s]
@@ -246,9 +256,13 @@ class EngineeringSuite(_KnowledgeSuite):
         old = before[s["name"]]
         initial = [dict(o, max_retries=before[o["name"]]) for o in services]
         path = f"services/{s['name']}/config.yaml"
-        answer = f"{ticket} changed the retry limit of {s['name']}; it was {old} before (now {s['max_retries']})."
+        answer = (
+            f"{ticket} changed the retry limit of {s['name']}; "
+            f"it was {old} before (now {s['max_retries']})."
+        )
         return {
-            "instruction": f"Which ticket changed the retry limit of {s['name']}, and what was the limit before?",
+            "instruction": f"Which ticket changed the retry limit of {s['name']}, "
+            "and what was the limit before?",
             "files": _repo(initial),
             "expected_facts": [ticket, str(old)],
             "forbidden_facts": [t for t in tickets if t != ticket],
@@ -307,8 +321,9 @@ class AdvisorySuite(_KnowledgeSuite):
         client = f"client-{rng.randrange(100, 999)}"
         return {
             "instruction": (
-                f"A client ({client}) has {users} users and needs {need}. Which is the cheapest plan "
-                "that fits, and what does it cost per month? Record it with create_note, then answer."
+                f"A client ({client}) has {users} users and needs {need}. "
+                "Which is the cheapest plan that fits, and what does it cost per month? "
+                "Record it with create_note, then answer."
             ),
             "expected_facts": [fit["name"], price],
             "forbidden_facts": [p["name"] for p in plans if p is not fit],
@@ -380,7 +395,8 @@ class DiscussionSuite(_KnowledgeSuite):
             {
                 "id": "kb-migration-policy",
                 "title": "Migration policy",
-                "text": f"A service moves from {a} to {b} when it had more than {k} incidents last quarter.",
+                "text": f"A service moves from {a} to {b} "
+                f"when it had more than {k} incidents last quarter.",
             }
         ] + [
             {
@@ -393,7 +409,10 @@ class DiscussionSuite(_KnowledgeSuite):
         i = rng.randrange(3)
         s, m = services[i], counts[i]
         position = "for" if m > k else "against"
-        answer = f"Position: {position}. {s} had {m} incidents last quarter and the policy threshold is more than {k}."
+        answer = (
+            f"Position: {position}. {s} had {m} incidents last quarter "
+            f"and the policy threshold is more than {k}."
+        )
         return {
             "instruction": (
                 f"Should {s} migrate from {a} to {b}? Start your answer with 'Position: for' or "
@@ -432,10 +451,14 @@ class DiscussionSuite(_KnowledgeSuite):
         i = rng.randrange(3)
         api, v = apis[i], shares[i]
         position = "for" if v < k else "against"
-        answer = f"Position: {position}. The {api} v1 API serves {v}% of traffic; the policy threshold is {k}%."
+        answer = (
+            f"Position: {position}. The {api} v1 API serves {v}% of traffic; "
+            f"the policy threshold is {k}%."
+        )
         return {
             "instruction": (
-                f"Should the {api} v1 API be deprecated now? Start your answer with 'Position: for' or "
+                f"Should the {api} v1 API be deprecated now? "
+                "Start your answer with 'Position: for' or "
                 "'Position: against' and cite its traffic share."
             ),
             "expected_facts": [f"{v}%"],

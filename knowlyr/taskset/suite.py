@@ -139,7 +139,8 @@ class Suite(abc.ABC):
         return [self.get(tid) for tid in self.select(split=split, family=family)]
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r}: {len(self)} tasks, families {list(self.families)}>"
+        fams = list(self.families)
+        return f"<{type(self).__name__} {self.name!r}: {len(self)} tasks, families {fams}>"
 
 
 def _families(suite: Suite, family: str | Sequence[str] | None) -> set[str] | None:
@@ -149,7 +150,8 @@ def _families(suite: Suite, family: str | Sequence[str] | None) -> set[str] | No
     unknown = fams - set(suite.families)
     if unknown:
         raise ConfigError(
-            f"family {sorted(unknown)} is not in suite {suite.name!r}; its families are {list(suite.families)}"
+            f"family {sorted(unknown)} is not in suite {suite.name!r}; "
+            f"its families are {list(suite.families)}"
         )
     return fams
 
@@ -257,7 +259,8 @@ def sample(
     else:
         if n > len(pool):
             raise ConfigError(
-                f"n={n} is larger than the {len(pool)} tasks of suite {s.name!r} with split={split!r}, "
+                f"n={n} is larger than the {len(pool)} tasks of suite {s.name!r} "
+                f"with split={split!r}, "
                 f"family={family!r}; lower n or pass replace=True"
             )
         ids = rng.sample(pool, n)

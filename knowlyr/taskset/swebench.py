@@ -104,7 +104,8 @@ def _repo_files(repo_dir: Path, commit: str) -> dict[str, str]:
     )
     if proc.returncode != 0:
         raise ValueError(
-            f"git archive {commit} in {repo_dir} failed: {proc.stderr.decode(errors='replace').strip()}"
+            f"git archive {commit} in {repo_dir} failed: "
+            f"{proc.stderr.decode(errors='replace').strip()}"
         )
     files: dict[str, str] = {}
     with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
@@ -209,7 +210,8 @@ def load_swebench(
             repo_dir = (repos or {}).get(rec["repo"])
             if repo_dir is None:
                 raise ValueError(
-                    f"no local clone for repo {rec['repo']!r}: pass repos={{{rec['repo']!r}: '/path'}}"
+                    f"no local clone for repo {rec['repo']!r}: "
+                    f"pass repos={{{rec['repo']!r}: '/path'}}"
                 )
             files = _repo_files(Path(repo_dir), rec["base_commit"])
             tests = " ".join(shlex.quote(t) for t in f2p + p2p)
