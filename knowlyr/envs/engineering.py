@@ -56,7 +56,7 @@ class EngineeringEnv(KnowledgeEnv):
         tasks: Sequence[Task] | None = None,
         profile: str | DomainProfile | None = None,
         sandbox: SandboxConfig | dict[str, Any] | None = None,
-        snapshot_cache: int = 32,
+        snapshot_cache: int = 256,
     ):
         super().__init__(suite=suite, family=family, split=split, tasks=tasks, profile=profile)
         self.workspaces = WorkspaceCache(sandbox_config(sandbox), size=snapshot_cache, git=True)

@@ -126,7 +126,7 @@ class SandboxEnv(TaskEnv):
         profile: str | DomainProfile | None = None,
         sandbox: SandboxConfig | dict[str, Any] | None = None,
         test_timeout_s: float = 20.0,
-        snapshot_cache: int = 32,
+        snapshot_cache: int = 256,
         git: bool = True,
     ):
         super().__init__(suite=suite, family=family, split=split, tasks=tasks, profile=profile)

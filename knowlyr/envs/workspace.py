@@ -55,7 +55,7 @@ class WorkspaceCache:
         git: initialise a git repository in each new workspace.
     """
 
-    def __init__(self, config: SandboxConfig, *, size: int = 32, git: bool = True):
+    def __init__(self, config: SandboxConfig, *, size: int = 256, git: bool = True):
         if size < 1:
             raise ConfigError(f"snapshot cache size must be >= 1, got {size}")
         self.config = config

@@ -198,3 +198,18 @@ def test_engineering_history_is_a_real_git_log():
         assert ts.info["outcome"]["success"] is False
     finally:
         env.close()
+
+
+def test_a_small_snapshot_cache_still_gives_each_task_its_own_files():
+    a, b = _task("missing"), _task("off_by_one")
+    env = knowlyr.make("knowlyr/sandbox", snapshot_cache=1)
+    try:
+        for task in (a, b, a, b):
+            env.reset(task=task)
+            ts = env.step({"tool": "bash", "params": {"command": "git ls-files | sort | head -5"}})
+            assert sorted(ts.observation.split()) == sorted(task.files)
+            other = b if task is a else a
+            if other.data["module_path"] != task.data["module_path"]:
+                assert other.data["module_path"] not in ts.observation
+    finally:
+        env.close()
