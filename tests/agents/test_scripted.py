@@ -89,3 +89,15 @@ def test_noise_arguments_are_validated():
 def test_expert_for_unknown_domain_is_a_clear_error():
     with pytest.raises(ConfigError, match="no scripted expert"):
         ExpertAgent().reset({"task": {"task_id": "x", "domain": "browser"}})
+
+
+def test_random_agent_draws_from_given_tool_schemas():
+    env = knowlyr.make("knowlyr/discussion")
+    schemas = env.unwrapped.tool_schemas()
+    agent = RandomAgent(seed=3, tools=schemas)
+    ts = env.reset(seed=0)
+    agent.reset(ts.info)
+    names = {s["function"]["name"]: set(s["function"]["parameters"]["properties"]) for s in schemas}
+    for _ in range(30):
+        a = agent.act("", {})
+        assert a["tool"] in names and set(a["params"]) == names[a["tool"]]
