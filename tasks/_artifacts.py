@@ -26,6 +26,7 @@ from prefect.artifacts import (
 __all__ = [
     "artifact_key",
     "counts_table",
+    "in_run",
     "markdown_image",
     "progress",
     "publish_markdown",
@@ -53,14 +54,24 @@ def artifact_key(*parts: Any) -> str:
     return key
 
 
+def in_run() -> bool:
+    """Whether a flow or task run is active (artifacts only exist inside runs; a stage
+    function called directly, e.g. ``task.fn(...)``, publishes nothing)."""
+    from prefect.context import FlowRunContext, TaskRunContext
+
+    return FlowRunContext.get() is not None or TaskRunContext.get() is not None
+
+
 def publish_table(key: str, rows: list[dict[str, Any]], description: str) -> None:
-    """A table artifact under ``key`` (one row per dict)."""
-    create_table_artifact(rows, key=artifact_key(key), description=description)
+    """A table artifact under ``key`` (one row per dict), inside a run."""
+    if in_run():
+        create_table_artifact(rows, key=artifact_key(key), description=description)
 
 
 def publish_markdown(key: str, markdown: str, description: str) -> None:
-    """A markdown artifact under ``key``."""
-    create_markdown_artifact(markdown, key=artifact_key(key), description=description)
+    """A markdown artifact under ``key``, inside a run."""
+    if in_run():
+        create_markdown_artifact(markdown, key=artifact_key(key), description=description)
 
 
 def counts_table(
@@ -119,10 +130,15 @@ def progress(key: str, description: str) -> Iterator[Any]:
         >>> with progress("collect-progress", "episodes") as report:  # doctest: +SKIP
         ...     report(0.5)
     """
-    artifact_id = create_progress_artifact(0.0, key=artifact_key(key), description=description)
+    artifact_id = (
+        create_progress_artifact(0.0, key=artifact_key(key), description=description)
+        if in_run()
+        else None
+    )
 
     def report(fraction: float) -> None:
-        update_progress_artifact(artifact_id, max(0.0, min(100.0, 100.0 * fraction)))
+        if artifact_id is not None:
+            update_progress_artifact(artifact_id, max(0.0, min(100.0, 100.0 * fraction)))
 
     yield report
     report(1.0)

@@ -11,7 +11,7 @@ from prefect import task
 from pydantic import BaseModel, Field
 
 from knowlyr.store import Store
-from tasks._artifacts import artifact_key
+from tasks._artifacts import artifact_key, in_run
 from tasks._cache import STAGE_CACHE
 from tasks.export import DatasetRef, load_dataset
 
@@ -167,9 +167,8 @@ def train_policy(dataset: DatasetRef, init: Checkpoint, params: TrainParams) -> 
         disable_tqdm=True,
         seed=params.seed,
     )
-    result = train_sft(
-        data, model, tok, config, callbacks=[_progress_callback(artifact_key("train-progress"))]
-    )
+    callbacks = [_progress_callback(artifact_key("train-progress"))] if in_run() else []
+    result = train_sft(data, model, tok, config, callbacks=callbacks)
     blob = _archive(store, result.path)
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
     store.record_run(
