@@ -10,7 +10,7 @@ Example:
 from __future__ import annotations
 
 from knowlyr.agents.base import Agent
-from knowlyr.agents.noisy import NOISE_KINDS, NoisyExpert, RandomAgent
+from knowlyr.agents.noisy import GIVE_UP, NOISE_KINDS, NoisyExpert, RandomAgent
 from knowlyr.agents.scripted import (
     AdvisoryExpert,
     CodingExpert,
@@ -22,6 +22,7 @@ from knowlyr.agents.scripted import (
 )
 
 __all__ = [
+    "GIVE_UP",
     "NOISE_KINDS",
     "AdvisoryExpert",
     "Agent",

@@ -34,9 +34,12 @@ from knowlyr.agents.scripted import ExpertAgent
 from knowlyr.core.env import Action
 from knowlyr.core.profile import ToolCategory, get_profile
 
-__all__ = ["NOISE_KINDS", "NoisyExpert", "RandomAgent"]
+__all__ = ["GIVE_UP", "NOISE_KINDS", "NoisyExpert", "RandomAgent"]
 
 NOISE_KINDS = ("reread", "wrong_params", "undo_edit", "useless")
+#: Opt-in flaw that fails the episode: finishing early (``submit`` before the fix, or a reply
+#: without the facts). Not in the default kinds, so the default noisy expert still succeeds.
+GIVE_UP = "give_up"
 _LOOKS = (ToolCategory.READ, ToolCategory.QUERY, ToolCategory.SEARCH)
 _WORDS = (
     "alpha",
@@ -86,7 +89,8 @@ class NoisyExpert(Agent):
         noise: probability of inserting a flawed action before each expert step.
         seed: with the task id, seeds the noise of an episode.
         expert: the policy to perturb (default :class:`~knowlyr.agents.ExpertAgent`).
-        kinds: which flaws to use (subset of ``NOISE_KINDS``).
+        kinds: which flaws to use (subset of ``NOISE_KINDS``, plus the opt-in ``GIVE_UP``
+            that ends the episode early and fails it).
         max_noise: at most this many flawed actions per episode (keeps episodes bounded).
     """
 
@@ -104,9 +108,11 @@ class NoisyExpert(Agent):
     ):
         if not 0.0 <= noise <= 1.0:
             raise ValueError(f"noise must be in [0, 1], got {noise}")
-        bad = set(kinds) - set(NOISE_KINDS)
+        bad = set(kinds) - {*NOISE_KINDS, GIVE_UP}
         if bad:
-            raise ValueError(f"unknown noise kinds {sorted(bad)}; choose from {NOISE_KINDS}")
+            raise ValueError(
+                f"unknown noise kinds {sorted(bad)}; choose from {(*NOISE_KINDS, GIVE_UP)}"
+            )
         self.noise = noise
         self.seed = seed
         self.expert = expert or ExpertAgent()
@@ -155,6 +161,7 @@ class NoisyExpert(Agent):
             "wrong_params": bool(looks),
             "undo_edit": bool(edits),
             "useless": True,
+            GIVE_UP: True,
         }
         options = [k for k in self.kinds if usable[k]]
         if not options:
@@ -197,7 +204,19 @@ class NoisyExpert(Agent):
                     "thought": "No, the fix was right; apply it again.",
                 },
             ]
+        if kind == GIVE_UP:
+            return [self._give_up()]
         return [self._useless()]
+
+    def _give_up(self) -> Action:
+        tools = self.profile.tool_names
+        if "submit" in tools:
+            return {"tool": "submit", "params": {}, "thought": "That should be enough; submit."}
+        return {
+            "tool": "respond",
+            "params": {"text": "Sorry, I could not find that information."},
+            "thought": "I cannot find it; answer anyway.",
+        }
 
     def _useless(self) -> Action:
         tools = self.profile.tool_names

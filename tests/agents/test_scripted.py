@@ -101,3 +101,14 @@ def test_random_agent_draws_from_given_tool_schemas():
     for _ in range(30):
         a = agent.act("", {})
         assert a["tool"] in names and set(a["params"]) == names[a["tool"]]
+
+
+def test_give_up_noise_fails_a_share_of_episodes():
+    from knowlyr.agents import GIVE_UP, NOISE_KINDS
+
+    env = knowlyr.make("knowlyr/conversation")
+    tasks = sample("conversation", 60, seed=3, split="heldout")
+    agent = NoisyExpert(noise=0.3, seed=0, kinds=(*NOISE_KINDS, GIVE_UP))
+    results = [_run(env, agent, t) for t in tasks]
+    rate = sum(bool(o["success"]) for o, _ in results) / len(tasks)
+    assert 0.5 < rate < 1.0
