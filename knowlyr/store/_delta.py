@@ -256,6 +256,15 @@ class DeltaTables:
             df = data
         else:
             df = pl.from_arrow(data)
+        if df.height == 0:
+            v = self.version(table)
+            return Manifest(
+                store=self.url,
+                table=table,
+                version=-1 if v is None else v,
+                rows=0 if v is None else self.count(table, version=v),
+                digest=_digest([]),
+            )
         cols = self._key_cols(table, key) if on_duplicate != "append" else []
         missing = [c for c in cols if c not in df.columns]
         if missing:

@@ -180,3 +180,7 @@ def test_empty_batch_adds_nothing(store: Store) -> None:
     assert store.read("trajectories").height == 0
     store.add_trajectories([make_traj(1)])
     assert store.add_trajectories([]).version == 0
+    assert store.append("rewards", []).version == -1
+    assert store.append("rewards", [{"trajectory_id": "t", "config_hash": "c"}]).version == 0
+    m = store.append("rewards", [])
+    assert (m.version, m.rows, m.new, m.committed) == (0, 1, 0, False)
