@@ -8,8 +8,10 @@ from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
 from flows._common import resolve_store, run_namer
+from flows.reward import run_reward
 from knowlyr.store.ingest import IngestResult
 from tasks.record import fingerprint_logs, record_logs
+from tasks.reward import RewardParams, RewardSummary
 
 __all__ = ["IngestParams", "IngestReport", "ingest"]
 
@@ -25,13 +27,15 @@ class IngestParams(BaseModel):
         None, description="force a recorder format (default: detect per file)"
     )
     redact: bool = Field(True, description="redact secrets before anything is parsed or stored")
+    reward: RewardParams = Field(default_factory=RewardParams, description="how to score them")
 
 
 class IngestReport(BaseModel):
-    """What an ingest did: the recorder/store result."""
+    """What an ingest did: the recorder/store result and the rewards written."""
 
     store_url: str
     record: IngestResult
+    rewards: list[RewardSummary]
 
 
 def _describe(p) -> str:
@@ -49,4 +53,5 @@ def ingest(params: IngestParams) -> IngestReport:
         f"recorded {rec.read} records from {logs.files} files: {rec.new} new, "
         f"{rec.duplicates} duplicates, {rec.n_rejected} rejected -> trajectories@{rec.version}"
     )
-    return IngestReport(store_url=store_url, record=rec)
+    rewards = run_reward(rec.trajectories.ref, params.reward)
+    return IngestReport(store_url=store_url, record=rec, rewards=rewards)

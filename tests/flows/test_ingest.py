@@ -25,9 +25,10 @@ def test_ingest_fixture_logs_then_rerun_is_cached_and_new_log_recomputes(fixture
     assert rec.new >= 5 and rec.duplicates == 0
     store = Store.open(report.store_url)
     assert store.count("trajectories") == rec.new
+    assert report.rewards[0].scored == rec.new == store.count("rewards")
     run_id = state.state_details.flow_run_id
     assert set(task_states(run_id).values()) == {"Completed"}
-    assert "record-counts" in artifact_keys(run_id)
+    assert {"record-counts", "reward-stats"} <= artifact_keys(run_id)
 
     again = ingest(params, return_state=True)
     assert set(task_states(again.state_details.flow_run_id).values()) == {"Cached"}
@@ -41,3 +42,5 @@ def test_ingest_fixture_logs_then_rerun_is_cached_and_new_log_recomputes(fixture
     rec3 = third.result().record
     assert rec3.duplicates == rec.new and rec3.new >= 1
     assert store.count("trajectories") == rec.new + rec3.new
+    # Only the new trajectories are scored: the others already have a reward under this config.
+    assert third.result().rewards[0].scored == rec3.new
