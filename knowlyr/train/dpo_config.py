@@ -17,7 +17,7 @@ class KnowlyrDPOConfig(DPOConfig):
 
     Defaults that differ from TRL: ``max_length=None`` (never truncate trajectories),
     ``bf16`` only where the GPU supports it, ``use_cpu`` without a GPU,
-    ``gradient_checkpointing=False``, ``report_to="none"``, ``save_strategy="no"``.
+    ``activation_checkpointing=False``, ``report_to="none"``, ``save_strategy="no"``.
 
     Example:
         >>> config = KnowlyrDPOConfig(output_dir="out", beta=0.1)
@@ -43,9 +43,13 @@ class KnowlyrDPOConfig(DPOConfig):
             "help": "bf16 mixed precision; None turns it on only on a GPU that supports bf16."
         },
     )
-    gradient_checkpointing: bool = field(
+    activation_checkpointing: bool | None = field(
         default=False,
         metadata={"help": "Trade compute for memory; off by default (tiny and small models)."},
+    )
+    gradient_checkpointing: bool | None = field(
+        default=None,
+        metadata={"help": "Deprecated alias of activation_checkpointing (transformers 5)."},
     )
     report_to: str | list[str] = field(
         default="none",

@@ -18,7 +18,7 @@ class KnowlyrSFTConfig(SFTConfig):
     Everything TRL's ``SFTConfig`` accepts works here. Defaults that differ from TRL:
     ``assistant_only_loss=True`` (observation masking), ``max_length=None`` (never truncate:
     chunk long trajectories at export instead), ``bf16`` only where the GPU supports it,
-    ``use_cpu`` without a GPU, ``gradient_checkpointing=False``, ``report_to="none"``,
+    ``use_cpu`` without a GPU, ``activation_checkpointing=False``, ``report_to="none"``,
     ``save_strategy="no"`` (the entry point saves the final model).
 
     Example:
@@ -70,9 +70,13 @@ class KnowlyrSFTConfig(SFTConfig):
             "help": "bf16 mixed precision; None turns it on only on a GPU that supports bf16."
         },
     )
-    gradient_checkpointing: bool = field(
+    activation_checkpointing: bool | None = field(
         default=False,
         metadata={"help": "Trade compute for memory; off by default (tiny and small models)."},
+    )
+    gradient_checkpointing: bool | None = field(
+        default=None,
+        metadata={"help": "Deprecated alias of activation_checkpointing (transformers 5)."},
     )
     report_to: str | list[str] = field(
         default="none",

@@ -165,6 +165,6 @@ def test_config_defaults_suit_a_cpu():
     assert (
         config.assistant_only_loss
         and config.max_length is None
-        and not config.gradient_checkpointing
+        and not config.activation_checkpointing
     )
     assert config.report_to in ("none", ["none"], [])
