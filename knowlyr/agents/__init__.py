@@ -18,6 +18,7 @@ from knowlyr.agents.scripted import (
     DiscussionExpert,
     EngineeringExpert,
     ExpertAgent,
+    ReferenceExpert,
     ScriptedExpert,
 )
 
@@ -33,5 +34,6 @@ __all__ = [
     "ExpertAgent",
     "NoisyExpert",
     "RandomAgent",
+    "ReferenceExpert",
     "ScriptedExpert",
 ]

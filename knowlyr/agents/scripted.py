@@ -35,6 +35,7 @@ __all__ = [
     "DiscussionExpert",
     "EngineeringExpert",
     "ExpertAgent",
+    "ReferenceExpert",
     "ScriptedExpert",
 ]
 
@@ -406,6 +407,40 @@ class DiscussionExpert(ScriptedExpert):
         return f"{v}% vs threshold {k}%: {pos}"
 
 
+def _find_task(task_id: str | None) -> Task | None:
+    from knowlyr.errors import ConfigError
+
+    if not task_id:
+        return None
+    try:
+        return get_task(task_id)
+    except ConfigError:
+        return None
+
+
+class ReferenceExpert(ScriptedExpert):
+    """Replays ``task.reference_solution`` (for loaded tasks that carry one)."""
+
+    def plan(self, observation: str) -> Action:
+        steps = self.task.reference_solution
+        if self.t < len(steps):
+            step = steps[self.t]
+            why = step.get("thought") or f"Step {self.t + 1} of the reference solution."
+            return {"tool": step["tool"], "params": dict(step.get("params") or {}), "thought": why}
+        terminal = "submit" if self.task.domain == "coding" else "respond"
+        params = {} if terminal == "submit" else {"text": self.task.reference_answer or "Done."}
+        return _a(terminal, "The reference solution is done.", **params)
+
+
+_SUITES_WITH_EXPERTS = {
+    "coding",
+    "conversation",
+    "engineering",
+    "advisory",
+    "discussion",
+    "swebench",
+}
+
 _EXPERTS: dict[str, type[ScriptedExpert]] = {
     "coding": CodingExpert,
     "conversation": ConversationExpert,
@@ -426,17 +461,24 @@ class ExpertAgent(Agent):
 
     def reset(self, info: dict[str, Any] | None = None) -> None:
         task = (info or {}).get("task") or {}
-        domain = (
-            task.get("domain", "generic")
-            if isinstance(task, dict)
-            else getattr(task, "domain", "generic")
-        )
-        cls = _EXPERTS.get(domain)
+        if not isinstance(task, dict):
+            task = {
+                "task_id": getattr(task, "task_id", None),
+                "domain": getattr(task, "domain", ""),
+            }
+        domain, suite = task.get("domain", "generic"), task.get("suite")
+        cls = _EXPERTS.get(domain) if suite in _SUITES_WITH_EXPERTS else None
         if cls is None:
+            full = _find_task(task.get("task_id"))
+            if full is not None and full.reference_solution:
+                self.inner = ReferenceExpert()
+                self.inner.reset(info)
+                return
             from knowlyr.errors import ConfigError
 
             raise ConfigError(
-                f"no scripted expert for domain {domain!r}; experts exist for {sorted(_EXPERTS)}"
+                f"no scripted expert for suite {suite!r} (domain {domain!r}) and the task has no "
+                f"reference_solution; experts exist for the suites {sorted(_SUITES_WITH_EXPERTS)}"
             )
         self.inner = cls()
         self.inner.reset(info)

@@ -43,6 +43,7 @@ __all__ = [
     "get_task",
     "list_suites",
     "load_swebench",
+    "load_tasks",
     "register_suite",
     "register_tasks",
     "sample",
@@ -55,4 +56,8 @@ def __getattr__(name: str):
         from knowlyr.taskset.swebench import load_swebench
 
         return load_swebench
+    if name == "load_tasks":
+        from knowlyr.taskset.loader import load_tasks
+
+        return load_tasks
     raise AttributeError(f"module 'knowlyr.taskset' has no attribute {name!r}")

@@ -22,6 +22,7 @@ from pathlib import Path
 __all__ = ["parse_summary", "run_paths", "runner_source"]
 
 _SUMMARY = re.compile(r"^=+ (\d+) passed, (\d+) failed =+$", re.M)
+_PYTEST = re.compile(r"^=+ (?:.*?\d+ (?:passed|failed|errors?)).* in [\d.]+s.*=+$", re.M)
 
 
 def runner_source() -> str:
@@ -30,12 +31,21 @@ def runner_source() -> str:
 
 
 def parse_summary(output: str) -> tuple[int, int] | None:
-    """``(passed, failed)`` from the runner's last summary line, or ``None`` if absent."""
+    """``(passed, failed)`` from the last summary line, or ``None`` if there is none.
+
+    Reads this runner's ``== N passed, M failed ==`` and pytest's final line
+    (``== 1 failed, 4 passed, 1 error in 0.05s ==``; errors count as failures).
+    """
     found = _SUMMARY.findall(output)
-    if not found:
+    if found:
+        p, f = found[-1]
+        return int(p), int(f)
+    lines = _PYTEST.findall(output)
+    if not lines:
         return None
-    p, f = found[-1]
-    return int(p), int(f)
+    counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|errors?)", lines[-1])}
+    failed = counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
+    return counts.get("passed", 0), failed
 
 
 def _test_names(path: Path) -> list[str]:

@@ -87,7 +87,7 @@ def test_noise_arguments_are_validated():
 
 
 def test_expert_for_unknown_domain_is_a_clear_error():
-    with pytest.raises(ConfigError, match="no scripted expert"):
+    with pytest.raises(ConfigError, match="no scripted expert for suite"):
         ExpertAgent().reset({"task": {"task_id": "x", "domain": "browser"}})
 
 
