@@ -17,8 +17,7 @@ from __future__ import annotations
 import ast
 import re
 import shlex
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from knowlyr.core.profile import DomainProfile, ToolCategory, guess_category
 
@@ -54,8 +53,7 @@ _AGENTSKILLS_WRITE = {"create_file"}
 _AGENTSKILLS_SEARCH = {"search_dir", "search_file", "find_file"}
 
 
-@dataclass(frozen=True, slots=True)
-class ActionFacets:
+class ActionFacets(NamedTuple):
     """The rule-relevant view of one action.
 
     Attributes:

@@ -66,6 +66,7 @@ class TrajectoryReward:
         step_rubrics: per step, every rubric's score (``None`` = not applicable / failed).
         rationales: the judge's rationale per step (``None`` without the judge).
         judge_errors: the judge's error per step (``None`` = fine).
+        judge_model: the judge backend (``None`` without the judge layer).
     """
 
     trajectory_id: str
@@ -81,6 +82,7 @@ class TrajectoryReward:
     success: bool | None = None
     rationales: list[str | None] = field(default_factory=list)
     judge_errors: list[str | None] = field(default_factory=list)
+    judge_model: str | None = None
 
     def to_row(self) -> dict[str, Any]:
         """A row of the store's ``rewards`` table (declared columns plus extras)."""
@@ -91,7 +93,8 @@ class TrajectoryReward:
             "per_step": [math.nan if r is None else r for r in self.step_rewards],
             "per_rubric": orjson.dumps(self.rubric_scores).decode(),
             "rationale": orjson.dumps(self.rationales).decode(),
-            "judge": orjson.dumps(self.judge_errors).decode(),
+            "judge": self.judge_model,
+            "judge_errors": orjson.dumps(self.judge_errors).decode(),
             "created_at": datetime.now(UTC),
             "task_id": self.task_id,
             "agent": self.agent,
@@ -289,6 +292,7 @@ class RewardEngine:
                     success=success,
                     rationales=rationales[ti],
                     judge_errors=errors[ti],
+                    judge_model=self.judge.model if self.judge else None,
                 )
             )
         return out

@@ -40,7 +40,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -71,11 +70,28 @@ RULE_COLUMNS = ("non_redundancy", "non_regression", "info_utilization", "efficie
 #: Salient tokens: file names / dotted names, snake_case identifiers, ids with digits, numbers.
 TOKEN_PATTERN = r"[A-Za-z0-9_][\w\-]*(?:\.[A-Za-z_][\w\-]*)+|[A-Za-z_]\w*_\w+|[A-Za-z]+\d\w*|\d{3,}"
 
-_FAILURE = re.compile(
-    r"Your proposed edit has introduced new syntax error|No exact match found|"
-    r"No replacement was performed|did not appear verbatim|^ERROR:|^Error:|"
-    r"is not a valid|No such file or directory"
-)
+_FAILURE_PREFIXES = ("ERROR:", "Error:", "[Error", "error:")
+
+
+def _failed(out: str) -> bool:
+    """Does a write's output report that nothing was written?
+
+    OpenHands / SWE-agent / our tools' edit errors: an error prefix, or a known message in
+    the first 400 characters (plain substring checks: this runs on every write step).
+    """
+    if out.startswith(_FAILURE_PREFIXES):
+        return True
+    head = out[:400]
+    return (
+        "No exact match found" in head
+        or "Your proposed edit has introduced new syntax error" in head
+        or "No replacement was performed" in head
+        or "did not appear verbatim" in head
+        or "No such file or directory" in head
+        or "is not a valid" in head
+    )
+
+
 _OBS_CAP = 20_000
 _ENGINE = "auto"
 _MIX = 0x2545F4914F6CDD1D  # odd 63-bit multiplier spreading trajectory ids over the key
@@ -128,46 +144,51 @@ def step_table(trajectories: Sequence[Trajectory], profile: DomainProfile | str)
     import polars as pl
 
     prof = ToolResolver(get_profile(profile))
-    cols: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "traj", "step", "task", "n_steps", "ref_steps", "cat", "target", "sig", "ok",
-            "edit_kind", "fwd", "rev", "region", "content", "act_text", "obs_text", "instruction",
-        )
-    }  # fmt: skip
-    (c_traj, c_step, c_task, c_n, c_ref, c_cat, c_target, c_sig, c_ok, c_kind, c_fwd, c_rev,
-     c_region, c_content, c_act, c_obs, c_instr) = cols.values()  # fmt: skip
+    # per trajectory
+    lengths: list[int] = []
+    tasks: list[str] = []
+    refs: list[float | None] = []
+    instructions: list[str] = []
+    # per step (only what varies per step; edits are sparse)
+    cats: list[str] = []
+    targets: list[str | None] = []
+    sigs: list[int | None] = []
+    oks: list[bool] = []
+    acts: list[str] = []
+    obss: list[str] = []
+    e_row: list[int] = []
+    e_kind: list[int] = []
+    e_fwd: list[int | None] = []
+    e_rev: list[int | None] = []
+    e_region: list[int | None] = []
+    e_content: list[int | None] = []
+    cat_a, tgt_a, sig_a, ok_a, act_a, obs_a = (
+        cats.append, targets.append, sigs.append, oks.append, acts.append, obss.append,
+    )  # fmt: skip
     memo: dict[tuple[str, bytes, str | None], Any] = {}
     dumps = orjson.dumps
     sort = orjson.OPT_SORT_KEYS
-    for t_i, traj in enumerate(trajectories):
-        n = len(traj.steps)
-        ref = reference_steps(traj.task)
-        task_id = traj.task.task_id
+    failure = _failed
+    row = 0
+    for traj in trajectories:
+        steps = traj.steps
+        lengths.append(len(steps))
+        tasks.append(traj.task.task_id)
+        refs.append(reference_steps(traj.task))
+        instructions.append(traj.task.instruction[:_OBS_CAP])
         open_file: str | None = None
-        instruction = traj.task.instruction[:_OBS_CAP]
-        for s_i, step in enumerate(traj.steps):
-            c_instr.append("" if s_i else instruction)
-            c_traj.append(t_i)
-            c_step.append(s_i)
-            c_task.append(task_id)
-            c_n.append(n)
-            c_ref.append(ref)
+        for step in steps:
             obs = step.observation
             out = obs.output if obs is not None else ""
-            c_obs.append(out if len(out) <= _OBS_CAP else out[:_OBS_CAP])
+            obs_a(out if len(out) <= _OBS_CAP else out[:_OBS_CAP])
             action = step.action
             if action is None:
-                c_cat.append("")
-                c_target.append(None)
-                c_sig.append(None)
-                c_ok.append(True)
-                c_kind.append(NO_EDIT)
-                c_fwd.append(None)
-                c_rev.append(None)
-                c_region.append(None)
-                c_content.append(None)
-                c_act.append("")
+                cat_a("")
+                tgt_a(None)
+                sig_a(None)
+                ok_a(True)
+                act_a("")
+                row += 1
                 continue
             params = action.params
             dumped = dumps(params, option=sort)
@@ -180,41 +201,90 @@ def step_table(trajectories: Sequence[Trajectory], profile: DomainProfile | str)
                     memo.clear()
                 memo[key] = hit
             f, sig, act_text = hit
-            if (f.category == "read" and f.target is not None) or (
-                f.tool == "write_file" and f.target is not None
-            ):
-                open_file = f.target
+            cat = f.category
+            target = f.target
+            if target is not None and (cat == "read" or f.tool == "write_file"):
+                open_file = target
             ok = obs is None or (
                 (obs.exit_code is None or obs.exit_code == 0) and obs.error is None
             )
-            if ok and f.category == "write" and _FAILURE.search(out[:2000]):
-                ok = False
-            c_cat.append(f.category)
-            c_target.append(f.target)
-            c_sig.append(sig)
-            c_ok.append(ok)
-            c_kind.append(f.edit_kind)
-            if f.edit_kind == REPLACE:
-                c_fwd.append(hash((f.target, f.old, f.new)))
-                c_rev.append(hash((f.target, f.new, f.old)))
-            else:
-                c_fwd.append(None)
-                c_rev.append(None)
-            if f.edit_kind == REGION:
-                c_region.append(hash((f.target, f.old)))
-                c_content.append(hash(f.new))
-            else:
-                c_region.append(None)
-                c_content.append(None)
-            c_act.append(act_text)
-    schema = {
-        "traj": pl.UInt32, "step": pl.UInt32, "task": pl.String, "n_steps": pl.UInt32,
-        "ref_steps": pl.Float64, "cat": pl.String, "target": pl.String, "sig": pl.Int64,
-        "ok": pl.Boolean, "edit_kind": pl.UInt8, "fwd": pl.Int64, "rev": pl.Int64,
-        "region": pl.Int64, "content": pl.Int64, "act_text": pl.String, "obs_text": pl.String,
-        "instruction": pl.String,
-    }  # fmt: skip
-    return pl.DataFrame(cols, schema=schema)
+            kind = f.edit_kind
+            if cat == "write":
+                if ok and failure(out):
+                    ok = False
+                if kind:
+                    e_row.append(row)
+                    e_kind.append(kind)
+                    if kind == REPLACE:
+                        e_fwd.append(hash((target, f.old, f.new)))
+                        e_rev.append(hash((target, f.new, f.old)))
+                    else:
+                        e_fwd.append(None)
+                        e_rev.append(None)
+                    if kind == REGION:
+                        e_region.append(hash((target, f.old)))
+                        e_content.append(hash(f.new))
+                    else:
+                        e_region.append(None)
+                        e_content.append(None)
+            cat_a(cat)
+            tgt_a(target)
+            sig_a(sig)
+            ok_a(ok)
+            act_a(act_text)
+            row += 1
+    n_traj = len(lengths)
+    per_traj = pl.DataFrame(
+        {"task": tasks, "n_steps": lengths, "ref_steps": refs, "instruction": instructions},
+        schema={"task": pl.String, "n_steps": pl.UInt32, "ref_steps": pl.Float64,
+                "instruction": pl.String},
+    )  # fmt: skip
+    lens = pl.Series("n", lengths, dtype=pl.UInt32)
+    traj_idx = pl.Series("traj", range(n_traj), dtype=pl.UInt32).repeat_by(lens).explode()
+    if row == 0:
+        traj_idx = pl.Series("traj", [], dtype=pl.UInt32)
+    df = pl.DataFrame(
+        {"traj": traj_idx, "cat": cats, "target": targets, "sig": sigs, "ok": oks,
+         "act_text": acts, "obs_text": obss},
+        schema={"traj": pl.UInt32, "cat": pl.String, "target": pl.String, "sig": pl.Int64,
+                "ok": pl.Boolean, "act_text": pl.String, "obs_text": pl.String},
+    )  # fmt: skip
+    pt = per_traj.with_row_index("traj")
+    df = df.with_columns(
+        step=pl.int_range(pl.len(), dtype=pl.UInt32).over("traj"),
+        task=pl.col("traj").map_batches(lambda t: pt["task"].gather(t), return_dtype=pl.String),
+        n_steps=pl.col("traj").map_batches(
+            lambda t: pt["n_steps"].gather(t), return_dtype=pl.UInt32
+        ),
+        ref_steps=pl.col("traj").map_batches(
+            lambda t: pt["ref_steps"].gather(t), return_dtype=pl.Float64
+        ),
+    )
+    df = df.with_columns(
+        instruction=pl.when(pl.col("step") == 0)
+        .then(
+            pl.col("traj").map_batches(
+                lambda t: pt["instruction"].gather(t), return_dtype=pl.String
+            )
+        )
+        .otherwise(pl.lit(""))
+    )
+    edits = pl.DataFrame(
+        {"_r": e_row, "edit_kind": e_kind, "fwd": e_fwd, "rev": e_rev, "region": e_region,
+         "content": e_content},
+        schema={"_r": pl.UInt32, "edit_kind": pl.UInt8, "fwd": pl.Int64, "rev": pl.Int64,
+                "region": pl.Int64, "content": pl.Int64},
+    )  # fmt: skip
+    df = (
+        df.with_row_index("_r")
+        .join(edits, on="_r", how="left", maintain_order="left")
+        .with_columns(pl.col("edit_kind").fill_null(NO_EDIT))
+        .drop("_r")
+    )
+    return df.select(
+        "traj", "step", "task", "n_steps", "ref_steps", "cat", "target", "sig", "ok",
+        "edit_kind", "fwd", "rev", "region", "content", "act_text", "obs_text", "instruction",
+    )  # fmt: skip
 
 
 def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
