@@ -13,7 +13,13 @@ Example:
 
 from __future__ import annotations
 
-from knowlyr.recorder.base import Adapter, get_adapter, list_formats, register_adapter
+from knowlyr.recorder.base import (
+    Adapter,
+    get_adapter,
+    list_formats,
+    register_adapter,
+    unregister_adapter,
+)
 from knowlyr.recorder.pipeline import (
     Converted,
     ConvertReport,
@@ -42,4 +48,5 @@ __all__ = [
     "redact_bytes",
     "redact_text",
     "register_adapter",
+    "unregister_adapter",
 ]

@@ -69,6 +69,7 @@ __all__ = [
     "task",
     "tool_call",
     "trajectory",
+    "unregister_adapter",
     "usage",
 ]
 
@@ -112,6 +113,7 @@ class Adapter(ABC):
 
 
 _REGISTRY: dict[str, Adapter] = {}
+_ORDER: list[Adapter] = []  # detection order, rebuilt after each (un)registration
 
 
 def register_adapter(adapter: Adapter | type[Adapter], *, replace: bool = False) -> Adapter:
@@ -133,7 +135,14 @@ def register_adapter(adapter: Adapter | type[Adapter], *, replace: bool = False)
             f"format {inst.name!r} is already registered; pass replace=True to override it"
         )
     _REGISTRY[inst.name] = inst
+    _ORDER.clear()
     return inst
+
+
+def unregister_adapter(name: str) -> None:
+    """Remove a registered format (no error when it is not registered)."""
+    _REGISTRY.pop(name, None)
+    _ORDER.clear()
 
 
 def _ensure_builtin() -> None:
@@ -154,7 +163,9 @@ def list_formats() -> list[str]:
 def adapters() -> list[Adapter]:
     """The registered adapters, in detection order."""
     _ensure_builtin()
-    return sorted(_REGISTRY.values(), key=lambda a: (a.priority, a.name))
+    if not _ORDER:
+        _ORDER.extend(sorted(_REGISTRY.values(), key=lambda a: (a.priority, a.name)))
+    return list(_ORDER)
 
 
 def get_adapter(name: str) -> Adapter:

@@ -30,6 +30,7 @@ import orjson
 
 from knowlyr.errors import RecordError, UnknownFormatError
 from knowlyr.recorder.base import (
+    _ORDER,
     Adapter,
     adapters,
     get_adapter,
@@ -178,8 +179,12 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
             yield p
 
 
+def _detection_order() -> list[Adapter]:
+    return _ORDER or adapters()
+
+
 def _sniff(obj: Any) -> Adapter | None:
-    for a in adapters():
+    for a in _detection_order():
         try:
             if a.sniff(obj):
                 return a

@@ -18,10 +18,10 @@ from knowlyr.recorder import (
     iter_records,
     list_formats,
     register_adapter,
+    unregister_adapter,
 )
 from knowlyr.recorder import pipeline as pipeline_mod
 from knowlyr.recorder.adapters.openhands import OpenHandsEventsAdapter
-from knowlyr.recorder.base import _REGISTRY
 
 DATA = Path(__file__).parent / "data"
 
@@ -208,7 +208,7 @@ def test_register_a_custom_adapter(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="already registered"):
             register_adapter(Clash)
     finally:
-        _REGISTRY.pop("shouty_openhands", None)
+        unregister_adapter("shouty_openhands")
     assert "shouty_openhands" not in list_formats()
 
 
