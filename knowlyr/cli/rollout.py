@@ -6,6 +6,7 @@ Examples::
     knowlyr tasks conversation --family order_status --split heldout -n 3
     knowlyr task coding-gcd-0064 --full            # one task as JSON (--full: with the solution)
     knowlyr rollout knowlyr/sandbox --agent expert -n 20 --concurrency 2 --out trajs.jsonl
+    knowlyr rollout knowlyr/sandbox --tasks my_tasks.jsonl -n 5   # your own tasks
 """
 
 from __future__ import annotations
@@ -109,13 +110,26 @@ def rollout(
     out: Path = typer.Option(
         None, help="Write the trajectories here as JSONL (default: stdout summary only)."
     ),
+    tasks_file: Path = typer.Option(
+        None, "--tasks", help="Run your own tasks: a Task JSONL file (cycled)."
+    ),
 ) -> None:
     """Run an agent in an env and report (and optionally save) the trajectories."""
     from knowlyr.errors import KnowlyrError
     from knowlyr.rollout import collect
+    from knowlyr.taskset import load_tasks
 
     env_kwargs = {k: v for k, v in (("family", family), ("split", split)) if v is not None}
+    tasks = None
     try:
+        if tasks_file is not None:
+            loaded = load_tasks(tasks_file)
+            for r in loaded.rejected:
+                typer.echo(f"{tasks_file}:{r.line}: rejected ({r.task_id}): {r.reason}", err=True)
+            if not loaded.tasks:
+                typer.echo(f"Error: no valid task in {tasks_file}", err=True)
+                raise typer.Exit(2)
+            tasks = loaded.tasks
         trajs = collect(
             env_id,
             make_agent(agent, seed=seed),
@@ -124,6 +138,7 @@ def rollout(
             seed=seed,
             concurrency=concurrency,
             env_kwargs=env_kwargs,
+            tasks=tasks,
         )
     except KnowlyrError as e:
         typer.echo(f"Error: {e}", err=True)

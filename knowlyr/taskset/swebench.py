@@ -68,6 +68,11 @@ class Rejected:
     instance_id: str | None
     reason: str
 
+    @property
+    def task_id(self) -> str | None:
+        """The record's id (``instance_id`` for SWE-bench, ``task_id`` for Task JSONL)."""
+        return self.instance_id
+
 
 @dataclass
 class SWEBenchLoad:

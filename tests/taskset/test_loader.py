@@ -109,3 +109,16 @@ def test_loaded_tasks_run_and_are_graded_by_the_envs(task_file):
 )
 def test_pytest_summaries_are_understood(text, counts):
     assert parse_summary(f"collected 5 items\n\n{text}\n") == counts
+
+
+def test_cli_rollout_runs_a_task_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from knowlyr.cli import app
+
+    path = tmp_path / "conv.jsonl"
+    path.write_bytes(orjson.dumps(CONVERSATION) + b"\n{broken\n")
+    args = ["rollout", "knowlyr/conversation", "--tasks", str(path), "-n", "2"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "rejected" in r.output and "2 episodes, 2 successful" in r.output
