@@ -31,6 +31,7 @@ from knowlyr.core.tools import Toolbox, ToolResult
 from knowlyr.envs.base import TaskEnv
 from knowlyr.envs.conversation import think
 from knowlyr.envs.workspace import WorkspaceCache, sandbox_config
+from knowlyr.errors import SandboxError
 from knowlyr.sandbox import Sandbox, SandboxConfig, coding_toolbox
 from knowlyr.taskset import Split, Suite, Task
 from knowlyr.taskset.coding import HIDDEN_DIR
@@ -47,32 +48,46 @@ def grade_in_sandbox(task: Task, sb: Sandbox, *, timeout_s: float = 20.0) -> dic
         ``success``, ``score`` (share of tests passed), ``tests_passed``, ``tests_failed``,
         ``test_output`` (the tail of the run) and ``timed_out``.
     """
-    sb.exec(f"rm -rf {HIDDEN_DIR}")  # nothing the agent left there is run
-    files = dict(task.hidden_tests)
     swe = bool(task.data.get("swebench"))
-    if swe:
-        test_patch = task.data["test_patch"]
-        current: dict[str, str] = {}
-        for p in patch_paths(test_patch):
+    n_expected = (
+        len(task.data["FAIL_TO_PASS"]) + len(task.data["PASS_TO_PASS"])
+        if swe
+        else int(task.data.get("n_hidden", 0)) or 1
+    )
+
+    def fail(reason: str) -> dict[str, Any]:
+        return {
+            "success": False,
+            "score": 0.0,
+            "tests_passed": 0,
+            "tests_failed": n_expected,
+            "reason": reason,
+        }
+
+    try:
+        sb.exec(f"rm -rf {HIDDEN_DIR}")  # nothing the agent left there is run
+        files = dict(task.hidden_tests)
+        if swe:
+            test_patch = task.data["test_patch"]
+            current: dict[str, str] = {}
+            for p in patch_paths(test_patch):
+                try:
+                    current[p] = sb.read_file(p).decode("utf-8", "replace")
+                except (OSError, SandboxError):
+                    continue  # missing (or made unreadable by the agent): the patch decides
             try:
-                current[p] = sb.read_file(p).decode("utf-8", "replace")
-            except (FileNotFoundError, OSError):
-                continue
-        try:
-            patched = apply_patch(current, test_patch)
-        except ValueError as e:
-            n = len(task.data["FAIL_TO_PASS"]) + len(task.data["PASS_TO_PASS"])
-            return {
-                "success": False,
-                "score": 0.0,
-                "tests_passed": 0,
-                "tests_failed": n,
-                "reason": f"test_patch: {e}",
-            }
-        files.update({p: text for p, text in patched.items() if text is not None})
-    for path, text in files.items():
-        sb.write_file(path, text)
-    r = sb.exec(task.test_command, timeout=timeout_s)
+                patched = apply_patch(current, test_patch)
+            except ValueError as e:
+                return fail(f"test_patch: {e}")
+            files.update({p: text for p, text in patched.items() if text is not None})
+        for path, text in files.items():
+            sb.write_file(path, text)
+    except (OSError, SandboxError) as e:  # the agent broke the workspace: a failed episode
+        return fail(f"could not set up the hidden tests: {type(e).__name__}: {e}")
+    try:
+        r = sb.exec(task.test_command, timeout=timeout_s)
+    except SandboxError as e:
+        return fail(f"the hidden tests could not run: {e}")
     if swe:
         results = parse_test_results(r.stdout)
         wanted = task.data["FAIL_TO_PASS"] + task.data["PASS_TO_PASS"]

@@ -10,6 +10,7 @@ that task restores the snapshot instead: a reset costs one ``restore``. A task w
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections import OrderedDict
 from typing import Any
@@ -44,6 +45,23 @@ def sandbox_config(config: SandboxConfig | dict[str, Any] | None) -> SandboxConf
     raise ConfigError(
         f"sandbox must be a SandboxConfig or a dict of its fields, got {type(config).__name__}"
     )
+
+
+def _fix_root_mode(sb: Sandbox) -> None:
+    """Give the workspace root back its mode after a restore.
+
+    The local backend's restore puts back the files but not the root directory's own mode, so
+    an agent that ran ``chmod 000 .`` would lock every later episode out of the workspace.
+    This is a one-syscall workaround on the host path until the backend restores it itself.
+    """
+    root = getattr(sb, "workspace", None)
+    if root is None:
+        return
+    try:
+        if os.stat(root).st_mode & 0o777 != 0o755:
+            os.chmod(root, 0o755)
+    except OSError:
+        pass
 
 
 class WorkspaceCache:
@@ -90,12 +108,14 @@ class WorkspaceCache:
         sid = self._snapshots.get(task.task_id)
         if sid is not None:
             sb.restore(sid)
+            _fix_root_mode(sb)
             self._snapshots.move_to_end(task.task_id)
             return sb
         if cfg.backend == "container":
             self.close()
             return self.prepare(task)
         sb.restore(self._empty)
+        _fix_root_mode(sb)
         for path, text in task.files.items():
             sb.write_file(path, text)
         self._init_git(sb, task)

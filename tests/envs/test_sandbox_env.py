@@ -213,3 +213,15 @@ def test_a_small_snapshot_cache_still_gives_each_task_its_own_files():
                 assert other.data["module_path"] not in ts.observation
     finally:
         env.close()
+
+
+def test_a_workspace_the_agent_broke_is_a_failed_episode_not_a_crash(coding_env):
+    task = _task("missing")
+    coding_env.reset(task=task)
+    coding_env.step({"tool": "bash", "params": {"command": "ln -s /etc .knowlyr_hidden"}})
+    ts = coding_env.step({"tool": "bash", "params": {"command": "chmod 000 . || true"}})
+    ts = coding_env.step({"tool": "submit", "params": {}})
+    assert ts.terminated and ts.info["outcome"]["success"] is False
+    coding_env.reset(task=task)  # and the next episode starts clean
+    ls = coding_env.step({"tool": "bash", "params": {"command": "ls"}})
+    assert ls.info["exit_code"] == 0 and "run_tests.py" in ls.observation
