@@ -35,6 +35,7 @@ __all__ = [
     "bootstrap_ci",
     "compare_agents",
     "evaluate_agent",
+    "leaderboard_from_store",
 ]
 
 
@@ -49,6 +50,8 @@ class EvalResult:
     rewards: list[float]
     steps: list[int]
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+    seeds: list[int] = field(default_factory=list)
+    checkpoint: str | None = None
 
     @property
     def n(self) -> int:
@@ -73,6 +76,36 @@ class EvalResult:
         centre = (p + z * z / (2 * n)) / (1 + z * z / n)
         half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
         return (max(0.0, centre - half), min(1.0, centre + half))
+
+    def to_rows(self, eval_id: str) -> list[dict[str, Any]]:
+        """One ``evaluations`` row per episode (the store's declared columns)."""
+        import json
+
+        seeds = self.seeds or list(range(self.n))
+        ids = (
+            [t.id for t in self.trajectories]
+            if len(self.trajectories) == self.n
+            else [None] * self.n
+        )
+        return [
+            {
+                "eval_id": eval_id,
+                "task_id": self.task_ids[i],
+                "agent": self.agent,
+                "seed": seeds[i],
+                "checkpoint": self.checkpoint,
+                "trajectory_id": ids[i],
+                "success": self.successes[i],
+                "score": self.rewards[i],
+                "n_steps": self.steps[i],
+                "metrics": json.dumps({"env_id": self.env_id}),
+            }
+            for i in range(self.n)
+        ]
+
+    def to_store(self, store: Any, *, eval_id: str) -> Any:
+        """Append the episodes to the store's ``evaluations`` table; returns the manifest."""
+        return store.append("evaluations", self.to_rows(eval_id))
 
     def summary(self) -> dict[str, Any]:
         lo, hi = self.success_ci()
@@ -141,6 +174,7 @@ def evaluate_agent(
         rewards=[_reward(t) for t in trajs],
         steps=[len(t.steps) for t in trajs],
         trajectories=trajs if keep_trajectories else [],
+        seeds=[int(t.metadata.get("seed", seed + i)) for i, t in enumerate(trajs)],
     )
 
 
@@ -257,12 +291,36 @@ class ComparisonReport:
             )
         return "\n".join(lines) + "\n"
 
-    def to_store(self, store: Any, *, run: str | None = None) -> Any:
-        """Append the leaderboard rows to the store's ``evaluations`` table."""
-        import polars as pl
+    def to_store(self, store: Any, *, eval_id: str) -> Any:
+        """Append every agent's episodes to the ``evaluations`` table (one transaction).
 
-        rows = [{**r, "baseline": self.baseline, "run": run or ""} for r in self.leaderboard]
-        return store.append("evaluations", pl.DataFrame(rows))
+        The leaderboard can then be rebuilt from the store with :func:`leaderboard_from_store`.
+        """
+        rows = [row for r in self.results for row in r.to_rows(eval_id)]
+        return store.append("evaluations", rows)
+
+
+def leaderboard_from_store(store: Any, *, eval_id: str | None = None) -> Any:
+    """The leaderboard (a polars frame) from the store's ``evaluations`` table.
+
+    One row per (eval_id, agent, checkpoint): episodes, success rate, mean score and mean steps,
+    best success rate first.
+    """
+    import polars as pl
+
+    df = store.read("evaluations")
+    if eval_id is not None:
+        df = df.filter(pl.col("eval_id") == eval_id)
+    return (
+        df.group_by("eval_id", "agent", "checkpoint")
+        .agg(
+            pl.len().alias("episodes"),
+            pl.col("success").cast(pl.Float64).mean().alias("success_rate"),
+            pl.col("score").mean().alias("mean_score"),
+            pl.col("n_steps").mean().alias("mean_steps"),
+        )
+        .sort(["success_rate", "mean_score"], descending=True)
+    )
 
 
 def _safe(x: Any) -> float:

@@ -75,3 +75,36 @@ def test_degenerate_and_bad_inputs():
         compare_agents([zero, _res("zero", [1])])
     lo, hi = bootstrap_ci([1.0, 2.0, 3.0, 4.0])
     assert 1.0 <= lo < 2.5 < hi <= 4.0
+
+
+def test_evaluations_and_datasets_land_in_the_store(tmp_path, expert_and_random):
+    from knowlyr.export import export_sft
+    from knowlyr.store import Store
+    from knowlyr.train.evaluation import leaderboard_from_store
+
+    store = Store.open(str(tmp_path / "store"))
+    kw = {"family": "order_status", "split": "heldout"}
+    expert = evaluate_agent(
+        "knowlyr/conversation", ExpertAgent(), n_episodes=4, seed=3, env_kwargs=kw
+    )
+    rand = evaluate_agent(
+        "knowlyr/conversation", RandomAgent(), n_episodes=4, seed=3, env_kwargs=kw, max_steps=2
+    )
+    compare_agents([rand, expert]).to_store(store, eval_id="e1")
+    board = leaderboard_from_store(store, eval_id="e1")
+    assert board["agent"].to_list() == ["expert", "random"] and board["success_rate"].to_list() == [
+        1.0,
+        0.0,
+    ]
+    assert board["episodes"].to_list() == [4, 4]
+
+    good, _ = expert_and_random
+    res = export_sft(good)
+    m1 = res.to_store(store, name="sft-order-status")
+    assert store.count("datasets") == len(good)
+    rows = store.read("datasets")
+    assert set(rows["kind"].to_list()) == {"sft"} and set(rows["trajectory_id"].to_list()) == {
+        t.id for t in good
+    }
+    m2 = res.to_store(store, name="sft-order-status")  # the same export again adds nothing
+    assert store.count("datasets") == len(good) and m2.version == m1.version
