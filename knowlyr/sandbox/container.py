@@ -109,12 +109,43 @@ def container_available(image: str | None = None) -> str | None:
     return None
 
 
+def _buffered(sock: Any) -> bytes:
+    """Stream bytes the HTTP client already read past the response headers.
+
+    The docker SDK hands out the raw socket under http.client's buffered reader; when the
+    engine sends the first output in the same packet as the headers (a fast command), those
+    bytes sit in that buffer and reading the raw socket alone would lose them.
+    """
+    try:
+        fp = sock._response.raw._fp.fp
+        raw = sock._sock
+    except AttributeError:
+        return b""
+    raw.setblocking(False)
+    try:
+        return fp.read1(1 << 20) or b""
+    except (BlockingIOError, OSError, ValueError):
+        return b""
+    finally:
+        raw.setblocking(True)
+
+
 def _read_frames(
-    sock: socket.socket, outs: tuple[OutputCapture, OutputCapture], deadline: float
+    sock: socket.socket,
+    outs: tuple[OutputCapture, OutputCapture],
+    deadline: float,
+    buf: bytes = b"",
 ) -> bool:
     """Demultiplex the exec stream into stdout/stderr until EOF; False when the deadline hit."""
-    buf = b""
     while True:
+        pos = 0
+        while len(buf) - pos >= 8:
+            stream, size = buf[pos], struct.unpack_from(">I", buf, pos + 4)[0]
+            if len(buf) - pos < 8 + size:
+                break
+            outs[1 if stream == 2 else 0].feed(buf[pos + 8 : pos + 8 + size])
+            pos += 8 + size
+        buf = buf[pos:]
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
@@ -125,12 +156,6 @@ def _read_frames(
         if not data:
             return True
         buf += data
-        while len(buf) >= 8:
-            stream, size = buf[0], struct.unpack(">I", buf[4:8])[0]
-            if len(buf) < 8 + size:
-                break
-            outs[1 if stream == 2 else 0].feed(buf[8 : 8 + size])
-            buf = buf[8 + size :]
 
 
 class ContainerSandbox(Sandbox):
@@ -288,7 +313,7 @@ class ContainerSandbox(Sandbox):
                 with contextlib.suppress(OSError):  # the command may exit without reading it
                     raw.sendall(stdin)
                 raw.shutdown(socket.SHUT_WR)
-            finished = _read_frames(raw, outs, deadline)
+            finished = _read_frames(raw, outs, deadline, _buffered(sock))
             if not finished:  # kill every process of the sandbox user, then drain
                 api.exec_start(api.exec_create(cid, ["kill", "-9", "-1"], user=user)["Id"])
                 _read_frames(raw, outs, time.monotonic() + 5.0)

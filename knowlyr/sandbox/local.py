@@ -1,13 +1,14 @@
 """The local backend: one bubblewrap namespace sandbox per command, as an unprivileged uid.
 
 Each :meth:`LocalSandbox.exec` runs ``bash -lc CMD`` inside a fresh ``bwrap`` with every
-namespace unshared (no network: not even the host's loopback), read-only system directories,
-the workspace and a private ``/tmp`` bound read-write, a minimal ``/etc`` and a cleared
-environment. When the host process is root, the command first drops to a dedicated uid with
-``setpriv`` (bubblewrap run as root keeps its capabilities). Limits:
+namespace unshared (no network: not even the host's loopback), a read-only root and system
+directories, the workspace and a private ``/tmp`` bound read-write, a minimal ``/etc`` and a
+cleared environment. Commands are started by a small per-sandbox spawner process
+(:mod:`knowlyr.sandbox._spawner`) that, when the host process is root, drops to a uid of the
+sandbox's own first (bubblewrap run as root keeps its capabilities). Limits:
 
-* rlimits on the whole tree (set before the uid drop): CPU seconds, address space, processes,
-  file size, no core dumps;
+* rlimits on the whole tree (set by the spawner before the uid drop): CPU seconds, address
+  space, processes, file size, no core dumps;
 * a per-sandbox cgroup where the machine allows (v1: memory; v2: memory and pids), skipped
   with a logged reason otherwise; each sandbox has its own uid, so RLIMIT_NPROC caps the
   processes of that sandbox alone;
@@ -26,16 +27,17 @@ import contextlib
 import itertools
 import logging
 import os
+import resource
 import selectors
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 from knowlyr.errors import BackendUnavailableError, SandboxError, WorkspacePathError
+from knowlyr.sandbox._spawner import Spawner
 from knowlyr.sandbox._util import OutputCapture, workspace_relpath
 from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig
 from knowlyr.sandbox.snapshot import WorkspaceSnapshots
@@ -74,8 +76,6 @@ def local_available() -> str | None:
     """``None`` when the local backend can run here, else the reason and the fix."""
     if shutil.which("bwrap") is None:
         return f"bubblewrap (bwrap) is not installed; {INSTALL_HINT}"
-    if os.geteuid() == 0 and shutil.which("setpriv") is None:
-        return f"setpriv is missing; {INSTALL_HINT}"
     return None
 
 
@@ -243,6 +243,20 @@ class LocalSandbox(Sandbox):
                 self.root.name, self.config.memory_mb * 1024 * 1024, self.config.max_processes
             )
             self._prefix = self._build_prefix()
+            limits = [
+                (resource.RLIMIT_CPU, self.config.cpu_time_s),
+                (resource.RLIMIT_AS, self.config.memory_mb * 1024 * 1024),
+                (resource.RLIMIT_NPROC, self.config.max_processes),
+                (resource.RLIMIT_FSIZE, self.config.max_file_mb * 1024 * 1024),
+                (resource.RLIMIT_CORE, 0),
+            ]
+            drop = self._as_root
+            self._spawner = Spawner(
+                uid=self.uid if drop else None,
+                gid=self.gid if drop else None,
+                limits=limits,
+                cgroup_procs=self._cgroup.procs,
+            )
             for path, data in (files or {}).items():
                 self.write_file(path, data)
         except BaseException:
@@ -252,34 +266,10 @@ class LocalSandbox(Sandbox):
     # -- command line -------------------------------------------------------------------
     def _build_prefix(self) -> list[str]:
         c = self.config
-        # One dash joins the cgroups (before anything forks: race-free) and sets the rlimits
-        # (soft = hard, inherited by everything below), then execs setpriv -> bubblewrap.
-        steps = [f"echo $$ > '{p}'" for p in self._cgroup.procs]
-        if steps:
-            steps = [
-                f"{{ {'&& '.join(steps)}; }} 2>/dev/null || {{ echo 'knowlyr: cannot join the sandbox cgroup' >&2; exit 125; }}"
-            ]
-        steps += [
-            f"ulimit -t {c.cpu_time_s}",
-            f"ulimit -v {c.memory_mb * 1024}",
-            f"ulimit -p {c.max_processes}",
-            f"ulimit -f {c.max_file_mb * 2048}",  # 512-byte blocks
-            "ulimit -c 0",
-            'exec "$@"',
-        ]
-        argv: list[str] = ["/bin/sh", "-c", "; ".join(steps), "sh"]
-        if self._as_root:
-            argv += [
-                "setpriv",
-                f"--reuid={self.uid}",
-                f"--regid={self.gid}",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--",
-            ]
-        # No --new-session: Popen(start_new_session=True) already gives the sandbox no
-        # controlling terminal (so no TIOCSTI injection), and the flag costs milliseconds here.
-        argv += ["bwrap", "--unshare-all", "--die-with-parent", "--clearenv"]
+        argv: list[str] = [shutil.which("bwrap") or "/usr/bin/bwrap"]
+        # No --new-session: the spawner starts every command in a new session, so the sandbox
+        # has no controlling terminal (no TIOCSTI injection), and the flag costs milliseconds.
+        argv += ["--unshare-all", "--die-with-parent", "--clearenv"]
         argv += ["--ro-bind", "/usr", "/usr"]
         for d in ("bin", "lib", "lib64", "lib32", "libx32", "sbin"):
             host = Path("/") / d
@@ -335,100 +325,100 @@ class LocalSandbox(Sandbox):
     def _run(self, argv: list[str], limit: float, stdin: str | None) -> ExecResult:
         start = time.monotonic()
         deadline = start + limit
+        n = self.config.max_output_chars
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_r, in_w = os.pipe() if stdin else (os.open(os.devnull, os.O_RDONLY), -1)
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except OSError as e:
-            raise SandboxError(
-                f"could not start bubblewrap ({argv[0]}): {e}; {INSTALL_HINT}"
-            ) from e
-        outs = {
-            proc.stdout: OutputCapture(self.config.max_output_chars),
-            proc.stderr: OutputCapture(self.config.max_output_chars),
-        }
+            pid = self._spawner.spawn(argv, (in_r, out_w, err_w))
+        except BaseException:
+            for fd in (out_r, err_r, in_w):
+                if fd >= 0:
+                    os.close(fd)
+            raise
+        finally:
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+        outs = {out_r: OutputCapture(n), err_r: OutputCapture(n)}
+        pending = stdin.encode() if stdin else b""
+        status: int | None = None
         timed_out = False
-        pending = stdin.encode() if stdin is not None else b""
-        sel_done = True
+        spawner_fd = self._spawner.fileno()
         with selectors.DefaultSelector() as sel:
-            for f in outs:
-                os.set_blocking(f.fileno(), False)
-                sel.register(f, selectors.EVENT_READ)
-            if proc.stdin is not None:
-                if pending:
-                    os.set_blocking(proc.stdin.fileno(), False)
-                    sel.register(proc.stdin, selectors.EVENT_WRITE)
-                else:
-                    proc.stdin.close()
+            for fd in outs:
+                sel.register(fd, selectors.EVENT_READ)
+            sel.register(spawner_fd, selectors.EVENT_READ)
+            if in_w >= 0:
+                os.set_blocking(in_w, False)
+                sel.register(in_w, selectors.EVENT_WRITE)
             while sel.get_map():
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 and not timed_out:
+                if remaining <= 0:
+                    if timed_out:  # something outside the namespace holds a pipe: give up on it
+                        break
                     timed_out = True
-                    self._kill(proc)
+                    self._kill(pid)
                     deadline = time.monotonic() + 5.0  # pipes close once the namespace is gone
                     continue
-                if remaining <= 0:
-                    sel_done = False  # something outside the namespace holds a pipe: give up on it
-                    break
                 for key, _ in sel.select(remaining):
-                    f = key.fileobj
-                    if f is proc.stdin:
+                    fd = key.fd
+                    if fd == spawner_fd:
+                        status = self._spawner.read_status()
+                        sel.unregister(fd)
+                    elif fd == in_w:
                         try:
-                            n = os.write(f.fileno(), pending[:65536])
-                            pending = pending[n:]
-                        except (BrokenPipeError, OSError):
+                            pending = pending[os.write(fd, pending[:65536]) :]
+                        except OSError:  # the command exited without reading it all
                             pending = b""
                         if not pending:
-                            sel.unregister(f)
-                            f.close()
-                        continue
-                    try:
-                        data = os.read(f.fileno(), 65536)
-                    except BlockingIOError:
-                        continue
-                    if data:
-                        outs[f].feed(data)
+                            sel.unregister(fd)
+                            os.close(fd)
+                            in_w = -1
                     else:
-                        sel.unregister(f)
-        for f in (proc.stdout, proc.stderr, proc.stdin):
-            if f is not None and not f.closed:
-                f.close()
-        if not sel_done:
-            self._kill(proc)
-        code = proc.wait()  # blocking waitpid (wait(timeout) polls with sleeps)
-        out, t1 = outs[proc.stdout].text(self.config.max_output_chars)
-        err, t2 = outs[proc.stderr].text(self.config.max_output_chars)
+                        data = os.read(fd, 65536)
+                        if data:
+                            outs[fd].feed(data)
+                        else:
+                            sel.unregister(fd)
+        for fd in (out_r, err_r, in_w):
+            if fd >= 0:
+                os.close(fd)
+        if status is None:  # gave up waiting above: make sure it is dead, then collect it
+            self._kill(pid)
+            status = self._spawner.read_status()
+        code = os.waitstatus_to_exitcode(status)
+        out, t1 = outs[out_r].text(n)
+        err, t2 = outs[err_r].text(n)
         if timed_out:
             code = 124
-            err = f"{err}{'' if not err or err.endswith(chr(10)) else chr(10)}[timed out after {limit:g}s: every process of the command was killed]\n"
+            sep = "" if not err or err.endswith("\n") else "\n"
+            err = (
+                f"{err}{sep}[timed out after {limit:g}s: every process of the command was killed]\n"
+            )
         elif code < 0:  # the sandbox itself was killed by a signal (e.g. the cgroup OOM killer)
             code = 128 - code
         return ExecResult(code, out, err, time.monotonic() - start, timed_out, t1 or t2)
 
-    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+    def _kill(self, pid: int) -> None:
         """Kill the namespace's pid 1 (the kernel then kills every process in the namespace).
 
         Killing the pid 1 first lets the outer bubblewrap reap it and exit; killing the outer
         one first would leave the pid 1 a zombie under the host's pid 1.
         """
         try:
-            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
         except OSError:
             children = []
-        for pid in children:
+        for child in children:
             with contextlib.suppress(ProcessLookupError, ValueError):
-                os.kill(int(pid), signal.SIGKILL)
-        try:
-            proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:  # init not found or stuck: take everything down
-            self._cgroup.kill()
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+                os.kill(int(child), signal.SIGKILL)
+        for _ in range(200):  # the outer bubblewrap exits once its child is gone
+            if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+                return
+            time.sleep(0.01)
+        self._cgroup.kill()  # stuck: take everything down
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
     def _host_path(self, path: str, *, must_exist: bool) -> Path:
         rel = workspace_relpath(path, self.config.workdir)
@@ -493,6 +483,9 @@ class LocalSandbox(Sandbox):
         if getattr(self, "_closed", True):
             return
         self._closed = True
+        spawner = getattr(self, "_spawner", None)
+        if spawner is not None:
+            spawner.close()
         cg = getattr(self, "_cgroup", None)
         if cg is not None:
             cg.close()
@@ -510,3 +503,11 @@ class LocalSandbox(Sandbox):
 
     def __repr__(self) -> str:
         return f"<LocalSandbox {self.root} uid={self.uid}{' closed' if self._closed else ''}>"
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat_line.rsplit(")", 1)[-1].split()[0] == "Z"

@@ -192,3 +192,27 @@ def test_output_capture_bounds_memory_and_counts_what_it_dropped():
     full = OutputCapture(0)
     full.feed(b"a" * 100_000)
     assert full.data() == b"a" * 100_000
+
+
+def test_spawner_is_restarted_if_it_dies(sb):
+    assert sb.exec("echo one").stdout == "one\n"
+    sb._spawner._proc.kill()
+    sb._spawner._proc.wait()
+    assert sb.exec("echo two").stdout == "two\n"
+
+
+def test_many_sandboxes_in_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    boxes = [LocalSandbox(files={"id.txt": str(i)}) for i in range(4)]
+    try:
+
+        def work(i: int) -> list[str]:
+            return [boxes[i].exec(f"cat id.txt; echo -{j}").stdout for j in range(8)]
+
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(work, range(4)))
+        assert results == [[f"{i}-{j}\n" for j in range(8)] for i in range(4)]
+    finally:
+        for b in boxes:
+            b.close()
