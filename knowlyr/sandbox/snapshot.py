@@ -58,6 +58,9 @@ class WorkspaceSnapshots:
         self.store = store
         self.owner = owner
         self._manifests: dict[str, dict[str, _Entry]] = {}
+        self._roots: dict[
+            str, tuple[int, int, int]
+        ] = {}  # the workspace directory's own mode/owner
         self._count = 0
 
     def _scan(self) -> dict[str, _Entry]:
@@ -101,6 +104,8 @@ class WorkspaceSnapshots:
             elif e.kind == stat.S_IFREG:
                 shutil.copyfile(src, dst, follow_symlinks=False)
             # sockets, fifos and devices are not kept
+        root = os.stat(self.workspace)
+        self._roots[sid] = (stat.S_IMODE(root.st_mode), root.st_uid, root.st_gid)
         self._manifests[sid] = {
             k: v for k, v in entries.items() if v.kind in (stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK)
         }
@@ -115,6 +120,12 @@ class WorkspaceSnapshots:
         src_root = self.store / sid
         missing: set[str] = set(manifest)
         fixed = 0
+        mode, uid, gid = self._roots[sid]
+        root = os.stat(self.workspace)
+        if (stat.S_IMODE(root.st_mode), root.st_uid, root.st_gid) != (mode, uid, gid):
+            os.chown(self.workspace, uid, gid)
+            os.chmod(self.workspace, mode)  # e.g. after `chmod 000 .` in the sandbox
+            fixed += 1
         stack = [""]
         while stack:
             rel = stack.pop()
@@ -171,4 +182,5 @@ class WorkspaceSnapshots:
     def drop(self, sid: str) -> None:
         """Forget a snapshot and delete its copy."""
         self._manifests.pop(sid, None)
+        self._roots.pop(sid, None)
         shutil.rmtree(self.store / sid, ignore_errors=True)

@@ -57,9 +57,9 @@ def test_default_timeout_comes_from_config(make_sandbox):
 
 def test_background_processes_do_not_outlive_the_command(make_sandbox):
     sb = make_sandbox()
-    r = sb.exec("(sleep 2; echo late > late.txt) > /dev/null 2>&1 & echo done")
+    r = sb.exec("(sleep 1; echo late > late.txt) > /dev/null 2>&1 & echo done")
     assert r.stdout == "done\n" and not r.timed_out
-    time.sleep(2.5)
+    time.sleep(1.5)
     assert sb.exec("ls late.txt").exit_code != 0
 
 
@@ -169,3 +169,12 @@ def test_context_manager_closes(make_sandbox):
         assert sb.exec("echo hi").stdout == "hi\n"
     with pytest.raises(SandboxError):
         sb.exec("true")
+
+
+def test_restore_repairs_the_workspace_directory_itself(make_sandbox):
+    sb = make_sandbox(files={"f.txt": "x"})
+    sid = sb.snapshot()
+    sb.exec("chmod 000 .")
+    sb.restore(sid)
+    assert sb.exec("cat f.txt").stdout == "x"
+    assert sb.exec("stat -c %a .").stdout.strip() == "755"

@@ -167,7 +167,7 @@ def test_cannot_reach_a_listener_on_the_host_loopback(make_sandbox, host_unchang
 def test_fork_bomb_is_contained(make_sandbox, host_unchanged):
     sb = make_sandbox(max_processes=64)
     start = time.monotonic()
-    r = sb.exec("bomb() { bomb | bomb & }; bomb; sleep 3", timeout=5)
+    r = sb.exec("bomb() { bomb | bomb & }; bomb; sleep 1.5", timeout=5)
     assert time.monotonic() - start < 30
     assert "Resource temporarily unavailable" in r.stderr, r  # the process limit was hit
     time.sleep(0.5)
@@ -217,12 +217,12 @@ def test_file_size_rlimit(make_sandbox, host_unchanged):
 
 def test_setsid_grandchild_dies_with_the_timeout(make_sandbox, host_unchanged):
     sb = make_sandbox()
-    cmd = "setsid bash -c 'sleep 2; echo escaped > escaped.txt' > /dev/null 2>&1 < /dev/null & sleep 30"
+    cmd = "setsid bash -c 'sleep 1.5; echo escaped > escaped.txt' > /dev/null 2>&1 < /dev/null & sleep 30"
     start = time.monotonic()
-    r = sb.exec(cmd, timeout=1)
+    r = sb.exec(cmd, timeout=0.5)
     assert r.timed_out and time.monotonic() - start < 10
     assert _sandbox_processes(sb) == []
-    time.sleep(2.5)
+    time.sleep(max(0.0, 2.0 - (time.monotonic() - start)))  # past the moment it would have written
     assert sb.exec("test -e escaped.txt").exit_code == 1, "a setsid grandchild outlived the timeout"
 
 
