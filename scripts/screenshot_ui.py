@@ -60,6 +60,21 @@ def latest_flow_run(api_url: str, flow_name: str) -> str:
     return runs[0]["id"]
 
 
+def report_artifact(api_url: str, flow_run_id: str, key: str = "iteration-report") -> str:
+    """The id of the ``key`` artifact the flow run published."""
+    body = json.dumps(
+        {"artifacts": {"key": {"any_": [key]}, "flow_run_id": {"any_": [flow_run_id]}}, "limit": 1}
+    ).encode()
+    req = urllib.request.Request(
+        f"{api_url}/artifacts/filter", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        arts = json.load(r)
+    if not arts:
+        raise SystemExit(f"flow run {flow_run_id} has no {key!r} artifact")
+    return arts[0]["id"]
+
+
 def screenshot(
     url: str, out: Path, *, width: int = 1600, height: int = 1100, wait_ms: int = 20000
 ) -> Path:
@@ -115,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         "--start-server", action="store_true", help="start a server, run iterate, shoot"
     )
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "iterate-flow-run.png")
+    ap.add_argument(
+        "--report-out", type=Path, help="also shoot the run's iteration-report artifact"
+    )
     ap.add_argument("--width", type=int, default=1600)
     ap.add_argument("--height", type=int, default=1100)
     args = ap.parse_args(argv)
@@ -128,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
             run_id = args.flow_run_id or run_small_iteration(env, Path(tmp) / "store")
             url = f"{server.ui_url}/runs/flow-run/{run_id}"
             screenshot(url, args.out, width=args.width, height=args.height)
+            if args.report_out:
+                art = report_artifact(server.api_url, run_id)
+                screenshot(f"{server.ui_url}/artifacts/artifact/{art}", args.report_out,
+                           width=args.width, height=2400)  # fmt: skip
+                print(f"report -> {args.report_out}")
     else:
         run_id = args.flow_run_id or latest_flow_run(f"{args.ui_url}/api", args.flow)
         url = f"{args.ui_url}/runs/flow-run/{run_id}"
