@@ -89,11 +89,10 @@ class AgentInference:
         self.max_new_tokens = max_new_tokens
         self.model.eval()
         end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        self._eos = [
-            t
-            for t in {end if isinstance(end, int) and end >= 0 else None, tokenizer.eos_token_id}
-            if t is not None
-        ]
+        eos = [tokenizer.eos_token_id]
+        if isinstance(end, int) and end != tokenizer.unk_token_id and end not in eos:
+            eos.append(end)  # chat models end a turn with <|im_end|>
+        self._eos = [t for t in eos if t is not None]
         self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self._eos[0]
 
     @classmethod

@@ -177,17 +177,15 @@ def export_dpo(
     ds = Dataset(table)
     reasons: dict[str, int] = {}
     for _, why in rejected:
-        reasons[why.split(" ")[0] if why.startswith("trajectory") else why] = (
-            reasons.get(why, 0) + 1
-        )
+        key = "trajectory not given" if why.startswith("trajectory") else why
+        reasons[key] = reasons.get(key, 0) + 1
     card = DatasetCard(
         kind="dpo",
         rows=len(ds),
         trajectories=len({*cols["chosen_id"], *cols["rejected_id"]}),
         tasks=len(set(cols["task_id"])),
         rejected=reasons,
-        reward=reward_stats(cols["margin"])
-        and {f"margin_{k}": v for k, v in reward_stats(cols["margin"]).items()},
+        reward={f"margin_{k}": v for k, v in reward_stats(cols["margin"]).items()},
         params={
             "min_margin": min_margin,
             "max_pairs_per_task": max_pairs_per_task,
