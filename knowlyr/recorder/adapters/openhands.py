@@ -29,6 +29,7 @@ import orjson
 
 from knowlyr.recorder.base import (
     Adapter,
+    _build,
     agent_info,
     as_dict,
     as_float,
@@ -292,12 +293,23 @@ def convert_events(
                         params["outputs"] = args["outputs"]
                     if args.get("task_completed") is not None:
                         params["task_completed"] = args["task_completed"]
-                s = step(
-                    len(steps),
-                    thought=thought,
-                    action=tool_call(tool, params, tcm.get("tool_call_id") if tcm else None),
-                    usage=usage(p, c),
-                    timestamp=e.get("timestamp"),
+                ts = e.get("timestamp")
+                s = _build(  # what step() builds, inlined: this runs for every action of every log
+                    Step,
+                    {
+                        "index": len(steps),
+                        "thought": thought if type(thought) is str else as_str(thought),
+                        "action": tool_call(tool, params, tcm.get("tool_call_id") if tcm else None),
+                        "message": None,
+                        "observation": None,
+                        "reward": None,
+                        "usage": usage(p, c),
+                        "token_ids": None,
+                        "logprobs": None,
+                        "timestamp": None if ts is None else parse_time(ts),
+                        "duration_s": None,
+                        "metadata": {},
+                    },
                 )
                 waiting.append(s)
             if pending_user:
