@@ -7,8 +7,16 @@ import sys
 from collections import deque
 
 from knowlyr.errors import WorkspacePathError
+from knowlyr.sandbox.base import ExecResult
 
-__all__ = ["OutputCapture", "truncate_text", "workspace_relpath"]
+__all__ = ["MAX_COMMAND_BYTES", "OutputCapture", "too_long", "truncate_text", "workspace_relpath"]
+
+MAX_COMMAND_BYTES = 100_000  # one argv string may not exceed 128 KiB (MAX_ARG_STRLEN)
+
+
+def too_long(cmd: str) -> ExecResult:
+    msg = f"command is {len(cmd.encode())} bytes long (limit {MAX_COMMAND_BYTES}): write it to a file and run that\n"
+    return ExecResult(126, "", msg)
 
 
 def truncate_text(text: str, limit: int, *, omitted_extra: int = 0) -> tuple[str, bool]:

@@ -32,7 +32,7 @@ import uuid
 from typing import Any
 
 from knowlyr.errors import BackendUnavailableError, SandboxError, WorkspacePathError
-from knowlyr.sandbox._util import OutputCapture, workspace_relpath
+from knowlyr.sandbox._util import MAX_COMMAND_BYTES, OutputCapture, too_long, workspace_relpath
 from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig
 
 __all__ = ["ContainerSandbox", "container_available"]
@@ -50,11 +50,13 @@ ENGINE_HINT = (
 _WRAP = 'bash -lc "$1"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
 _READ = (
     'p=$(realpath -e -- "$1" 2>/dev/null) || exit 2; '
-    'case "$p" in "$2"|"$2"/*) ;; *) exit 3;; esac; [ -d "$p" ] && exit 4; exec cat -- "$p"'
+    'case "$p" in "$2"|"$2"/*) ;; *) exit 3;; esac; [ -d "$p" ] && exit 4; '
+    '[ -f "$p" ] || exit 5; exec cat -- "$p"'
 )
 _WRITE = (
     'p=$(realpath -m -- "$1") || exit 2; case "$p" in "$2"/*) ;; *) exit 3;; esac; '
-    '[ -d "$p" ] && exit 4; mkdir -p -- "$(dirname -- "$p")" && exec cat > "$p"'
+    '[ -d "$p" ] && exit 4; [ -e "$p" ] && [ ! -f "$p" ] && exit 5; '
+    'mkdir -p -- "$(dirname -- "$p")" && exec cat > "$p"'
 )
 _clients: dict[str, Any] = {}
 _clients_lock = threading.Lock()
@@ -128,6 +130,12 @@ def _buffered(sock: Any) -> bytes:
         return b""
     finally:
         raw.setblocking(True)
+
+
+def _send_stdin(raw: socket.socket, data: bytes) -> None:
+    with contextlib.suppress(OSError):  # the command may exit without reading it all
+        raw.sendall(data)
+        raw.shutdown(socket.SHUT_WR)
 
 
 def _read_frames(
@@ -309,10 +317,11 @@ class ContainerSandbox(Sandbox):
             raise SandboxError(f"exec in container {self._container.name} failed: {e}") from e
         raw: socket.socket = getattr(sock, "_sock", sock)
         try:
-            if stdin is not None:
-                with contextlib.suppress(OSError):  # the command may exit without reading it
-                    raw.sendall(stdin)
-                raw.shutdown(socket.SHUT_WR)
+            if (
+                stdin is not None
+            ):  # from a thread: a command that writes before it reads must not deadlock
+                writer = threading.Thread(target=_send_stdin, args=(raw, stdin), daemon=True)
+                writer.start()
             finished = _read_frames(raw, outs, deadline, _buffered(sock))
             if not finished:  # kill every process of the sandbox user, then drain
                 api.exec_start(api.exec_create(cid, ["kill", "-9", "-1"], user=user)["Id"])
@@ -335,6 +344,8 @@ class ContainerSandbox(Sandbox):
         limit = self.config.timeout_s if timeout is None else timeout
         if limit <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
+        if len(cmd) > MAX_COMMAND_BYTES // 4 and len(cmd.encode()) > MAX_COMMAND_BYTES:
+            return too_long(cmd)
         start = time.monotonic()
         with self._lock:
             code, out, err, timed_out = self._exec_raw(
@@ -373,6 +384,8 @@ class ContainerSandbox(Sandbox):
             )
         if code == 4:
             raise IsADirectoryError(f"{path} is a directory")
+        if code == 5:
+            raise WorkspacePathError(f"{path} is not a regular file (a fifo, socket or device)")
         if code != 0:
             raise SandboxError(f"reading {path} failed (exit {code}): {err.text(500)[0]}")
         return out.data()
@@ -395,6 +408,8 @@ class ContainerSandbox(Sandbox):
             )
         if code == 4:
             raise IsADirectoryError(f"{path} is a directory")
+        if code == 5:
+            raise WorkspacePathError(f"{path} is not a regular file (a fifo, socket or device)")
         if code != 0:
             raise SandboxError(f"writing {path} failed (exit {code}): {err.text(500)[0]}")
 

@@ -31,6 +31,7 @@ import resource
 import selectors
 import shutil
 import signal
+import stat
 import tempfile
 import threading
 import time
@@ -38,7 +39,7 @@ from pathlib import Path
 
 from knowlyr.errors import BackendUnavailableError, SandboxError, WorkspacePathError
 from knowlyr.sandbox._spawner import Spawner
-from knowlyr.sandbox._util import OutputCapture, workspace_relpath
+from knowlyr.sandbox._util import MAX_COMMAND_BYTES, OutputCapture, too_long, workspace_relpath
 from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig
 from knowlyr.sandbox.snapshot import WorkspaceSnapshots
 
@@ -319,6 +320,8 @@ class LocalSandbox(Sandbox):
         limit = self.config.timeout_s if timeout is None else timeout
         if limit <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
+        if len(cmd) > MAX_COMMAND_BYTES // 4 and len(cmd.encode()) > MAX_COMMAND_BYTES:
+            return too_long(cmd)
         with self._lock:
             return self._run([*self._prefix, cmd], limit, stdin)
 
@@ -437,9 +440,15 @@ class LocalSandbox(Sandbox):
         """Bytes of a workspace file; refuses paths (and symlinks) leading outside."""
         self._check_open()
         p = self._host_path(path, must_exist=True)
-        if p.is_dir():
-            raise IsADirectoryError(f"{path} is a directory")
-        return p.read_bytes()
+        # O_NONBLOCK: a fifo the sandbox made must not hang the host process
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(f"{path} is a directory")
+            if not stat.S_ISREG(st.st_mode):
+                raise WorkspacePathError(f"{path} is not a regular file (a fifo, socket or device)")
+            return f.read()
 
     def write_file(self, path: str, data: bytes | str) -> None:
         """Create or overwrite a workspace file (owned by the sandbox user), making parents."""
@@ -455,8 +464,14 @@ class LocalSandbox(Sandbox):
                 d.mkdir(mode=0o755)
                 os.chown(d, self.uid, self.gid)
         payload = data.encode() if isinstance(data, str) else bytes(data)
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         try:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as e:  # ENXIO: a fifo nobody reads
+            raise WorkspacePathError(f"{path} is not a regular file ({e.strerror})") from e
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise WorkspacePathError(f"{path} is not a regular file (a fifo, socket or device)")
+            os.ftruncate(fd, 0)
             os.fchown(fd, self.uid, self.gid)
             view = memoryview(payload)
             while view:

@@ -178,3 +178,29 @@ def test_restore_repairs_the_workspace_directory_itself(make_sandbox):
     sb.restore(sid)
     assert sb.exec("cat f.txt").stdout == "x"
     assert sb.exec("stat -c %a .").stdout.strip() == "755"
+
+
+def test_fifos_do_not_hang_file_access(make_sandbox):
+    sb = make_sandbox()
+    sb.exec("mkfifo pipe")
+    start = time.monotonic()
+    with pytest.raises(WorkspacePathError, match="not a regular file"):
+        sb.read_file("pipe")
+    with pytest.raises(WorkspacePathError, match="not a regular file"):
+        sb.write_file("pipe", "x")
+    assert time.monotonic() - start < 10
+
+
+def test_too_long_command_is_an_error_result(make_sandbox):
+    sb = make_sandbox()
+    r = sb.exec("echo " + "x" * 200_000)
+    assert r.exit_code == 126 and "write it to a file" in r.stderr
+    r = sb.exec("cat > big.txt; wc -c < big.txt", stdin="y" * 500_000)  # long input goes by stdin
+    assert r.stdout.strip() == "500000"
+
+
+def test_stdin_with_a_command_that_writes_before_reading(make_sandbox):
+    sb = make_sandbox(max_output_chars=1000)
+    data = "z" * 2_000_000
+    r = sb.exec("head -c 3000000 /dev/zero | tr '\\0' a; cat | wc -c", stdin=data, timeout=60)
+    assert not r.timed_out and r.stdout.rstrip().endswith("2000000"), r
