@@ -40,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -141,9 +142,21 @@ def step_table(trajectories: Sequence[Trajectory], profile: DomainProfile | str)
         profile: a DomainProfile or a built-in profile name; tools it does not know fall back
             to the generic name heuristic.
     """
+    prof = ToolResolver(get_profile(profile))
+    # The pass allocates millions of small tuples; with a large heap of trajectories the
+    # cyclic GC would re-traverse all of them again and again. Nothing here forms cycles.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _step_table(trajectories, prof)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _step_table(trajectories: Sequence[Trajectory], prof: ToolResolver) -> pl.DataFrame:
     import polars as pl
 
-    prof = ToolResolver(get_profile(profile))
     # per trajectory
     lengths: list[int] = []
     tasks: list[str] = []
