@@ -158,14 +158,25 @@ def export_benchmark_cmd(
     output: Path = _OUTPUT,
     family: str | None = typer.Option(None, "--family", help="Only this task family."),
     limit: int | None = typer.Option(None, "--limit", help="At most this many tasks."),
+    env_id: str | None = typer.Option(
+        None,
+        "--env",
+        help="Run the scripted expert in this env (e.g. knowlyr/conversation) for reference outcomes.",
+    ),
 ) -> None:
     """The held-out tasks of a suite with their reference outcomes."""
     from knowlyr.export import export_benchmark
     from knowlyr.taskset import get_suite
 
     s = get_suite(suite)
-    ids = s.select(split="heldout", family=family)[:limit]
-    _finish(export_benchmark([s.get(t) for t in ids]), output, None, None)
+    tasks = [s.get(t) for t in s.select(split="heldout", family=family)[:limit]]
+    refs = None
+    if env_id is not None:
+        from knowlyr.agents import ExpertAgent
+        from knowlyr.rollout import collect
+
+        refs = collect(env_id, ExpertAgent, len(tasks), tasks=tasks)
+    _finish(export_benchmark(tasks, references=refs), output, None, None)
 
 
 def _model(model: str, dataset, seed: int):
