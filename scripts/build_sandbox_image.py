@@ -64,6 +64,7 @@ SKIP_PREFIXES = tuple(
     )
 )
 UID = 1000
+IMAGE_VERSION = "2"  # bump when the image's content changes: setup-system.sh rebuilds older ones
 TOP_DIRS = (
     "etc",
     "tmp",
@@ -85,22 +86,46 @@ PROFILE = "export PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/s
 
 
 def closure(packages: list[str]) -> list[str]:
+    """Installed packages that ``packages`` need (Depends and Pre-Depends, recursively).
+
+    Read from the dpkg database alone, so it works without apt lists.
+    """
     out = subprocess.run(
-        ["apt-cache", "depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts",
-         "--no-breaks", "--no-replaces", "--no-enhances", *packages],
+        ["dpkg-query", "-W", "-f=${Package}\t${db:Status-Status}\t${Provides}\t${Pre-Depends}, ${Depends}\n"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    names = sorted(
-        {line.strip() for line in out.splitlines() if line and not line.startswith((" ", "<"))}
-    )
-    installed = subprocess.run(
-        ["dpkg-query", "-W", "-f=${Package} ${db:Status-Status}\n", *names],
-        capture_output=True,
-        text=True,
-    ).stdout
-    return sorted(
-        {line.split()[0] for line in installed.splitlines() if line.endswith(" installed")}
-    )
+    deps: dict[str, list[list[str]]] = {}
+    provides: dict[str, str] = {}
+
+    def names(field: str) -> list[list[str]]:
+        groups = []
+        for group in field.split(","):
+            alts = [a.strip().split(" ")[0].split(":")[0] for a in group.split("|") if a.strip()]
+            if alts:
+                groups.append(alts)
+        return groups
+
+    for line in out.splitlines():
+        pkg, status, prov, dep = [*line.split("\t"), "", "", ""][:4]
+        if status != "installed":
+            continue
+        deps[pkg] = names(dep)
+        for group in names(prov):
+            provides.setdefault(group[0], pkg)
+    seen: set[str] = set()
+    todo = [p for p in packages if p in deps]
+    while todo:
+        pkg = todo.pop()
+        if pkg in seen:
+            continue
+        seen.add(pkg)
+        for alts in deps[pkg]:
+            for alt in alts:  # the first alternative that is installed (or provided)
+                real = alt if alt in deps else provides.get(alt)
+                if real:
+                    todo.append(real)
+                    break
+    return sorted(seen)
 
 
 def package_files(pkgs: list[str]) -> list[str]:
@@ -115,6 +140,14 @@ def package_files(pkgs: list[str]) -> list[str]:
         real = os.path.join(os.path.realpath(d), base)
         if os.path.lexists(real) and not os.path.isdir(real):
             files.add(real)
+    # update-alternatives links (awk -> /etc/alternatives/awk -> mawk) belong to no package
+    for d in ("/usr/bin", "/usr/sbin"):
+        for name in os.listdir(d):
+            link = os.path.join(d, name)
+            if os.path.islink(link) and os.readlink(link).startswith("/etc/alternatives/"):
+                alt = os.readlink(link)
+                if os.path.islink(alt) and os.path.realpath(alt) in files:
+                    files.update((link, alt))
     return sorted(files)
 
 
@@ -192,15 +225,26 @@ def main() -> int:
     ap.add_argument("--tag", default="knowlyr-sandbox:latest")
     ap.add_argument("--force", action="store_true", help="rebuild even if the image exists")
     args = ap.parse_args()
-    if (
-        not args.force
-        and subprocess.run(
-            [args.engine, "image", "exists" if args.engine == "podman" else "inspect", args.tag],
-            capture_output=True,
-        ).returncode
-        == 0
-    ):
-        print(f"{args.tag} already present ({args.engine})")
+    current = subprocess.run(
+        [
+            args.engine,
+            "image",
+            "inspect",
+            "--format",
+            '{{index .Config.Labels "knowlyr.image"}}',
+            args.tag,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    previous = subprocess.run(
+        [args.engine, "image", "inspect", "--format", "{{.Id}}", args.tag],
+        capture_output=True,
+        text=True,
+    )
+    previous_id = previous.stdout.strip() if previous.returncode == 0 else ""
+    if not args.force and current.returncode == 0 and current.stdout.strip() == IMAGE_VERSION:
+        print(f"{args.tag} already present ({args.engine}, version {IMAGE_VERSION})")
         return 0
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
@@ -208,10 +252,24 @@ def main() -> int:
         n = build_rootfs(tar_path)
         size = os.path.getsize(tar_path) / 1e6
         subprocess.run(
-            [args.engine, "import", "--change", "WORKDIR /workspace", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+            [args.engine, "import", "--change", "WORKDIR /workspace", "--change", f"LABEL knowlyr.image={IMAGE_VERSION}", "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
              tar_path, args.tag],
             check=True, stdout=subprocess.DEVNULL,
         )  # fmt: skip
+    if current.returncode == 0:  # the previous build, now untagged (kept if a container uses it)
+        old = subprocess.run(
+            [args.engine, "image", "inspect", "--format", "{{.Id}}", args.tag],
+            capture_output=True,
+            text=True,
+        )
+        prev = subprocess.run(
+            [args.engine, "images", "-q", "--no-trunc", "--filter", "dangling=true"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        for image_id in prev:
+            if image_id != old.stdout.strip() and previous_id and previous_id in image_id:
+                subprocess.run([args.engine, "rmi", image_id], capture_output=True)
     print(f"built {args.tag}: {n} files, {size:.0f} MB rootfs, {time.monotonic() - t0:.1f}s")
     return 0
 

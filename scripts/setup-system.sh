@@ -39,8 +39,10 @@ if [ ! -f "$conf" ] || ! grep -q 'runtime = "runc"' "$conf" || ! grep -q 'nproc=
 fi
 
 # The container backend's image: no registry is reachable, so it is imported from a rootfs
-# tarball of host packages (~10 s once; skipped when present).
-if ! podman image exists knowlyr-sandbox:latest 2>/dev/null; then
-  echo "setup-system: building the sandbox image knowlyr-sandbox:latest" >&2
-  /usr/bin/python3 scripts/build_sandbox_image.py --engine podman
+# tarball of host packages (~10 s once; skipped when the current version is present).
+want_image=$(sed -n 's/^IMAGE_VERSION = "\(.*\)".*/\1/p' scripts/build_sandbox_image.py)
+have_image=$(podman image inspect --format '{{index .Config.Labels "knowlyr.image"}}' knowlyr-sandbox:latest 2>/dev/null || true)
+if [ "$have_image" != "$want_image" ]; then
+  echo "setup-system: building the sandbox image knowlyr-sandbox:latest (version $want_image)" >&2
+  /usr/bin/python3 scripts/build_sandbox_image.py --engine podman --force >&2
 fi
