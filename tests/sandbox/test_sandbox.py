@@ -204,3 +204,12 @@ def test_stdin_with_a_command_that_writes_before_reading(make_sandbox):
     data = "z" * 2_000_000
     r = sb.exec("head -c 3000000 /dev/zero | tr '\\0' a; cat | wc -c", stdin=data, timeout=60)
     assert not r.timed_out and r.stdout.rstrip().endswith("2000000"), r
+
+
+def test_the_usual_coding_tools_are_there(make_sandbox):
+    sb = make_sandbox()
+    r = sb.exec(
+        "for t in python3 git awk sed grep find diff patch tar gzip xargs sort; do command -v $t >/dev/null || echo missing $t; done; "
+        "python3 -c 'import json, sqlite3, ssl, unittest, subprocess, venv' && echo py-ok"
+    )
+    assert r.stdout == "py-ok\n", r
