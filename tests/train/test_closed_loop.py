@@ -58,7 +58,7 @@ def test_sft_from_scratch_beats_untrained_model_on_heldout_tasks(tmp_path, one_t
         output_dir=str(tmp_path / "sft"),
         learning_rate=3e-3,
         per_device_train_batch_size=16,
-        num_train_epochs=6,
+        num_train_epochs=10,
         logging_steps=100,
         disable_tqdm=True,
         seed=0,
