@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import subprocess
 import tarfile
@@ -50,10 +51,13 @@ def timed(fn: Callable[[], object], n: int) -> list[float]:
 
 
 def interleaved(fns: dict[str, Callable[[], object]], n: int) -> dict[str, list[float]]:
-    """Time several callables in alternation, so load changes hit them alike."""
+    """Time several callables in alternation (random order), so load changes hit them alike."""
     out: dict[str, list[float]] = {k: [] for k in fns}
+    rng = random.Random(0)
     for _ in range(n):
-        for k, fn in fns.items():
+        items = list(fns.items())
+        rng.shuffle(items)
+        for k, fn in items:
             t = time.perf_counter()
             fn()
             out[k].append(time.perf_counter() - t)

@@ -9,8 +9,8 @@ small (forking a training process that holds gigabytes costs more than forking t
 Protocol over a SOCK_SEQPACKET socket pair: the caller sends ``{"argv": [...]}`` with the
 command's stdin, stdout and stderr as SCM_RIGHTS file descriptors; the spawner answers
 ``{"pid": N}`` (or ``{"error": ...}``), then ``{"status": S}`` (the raw wait status) when the
-process exits. The spawner dies with its caller (``PR_SET_PDEATHSIG``) and exits when the
-socket closes.
+process exits. When the caller goes away (the socket closes) the spawner kills the running
+command, if any, and exits.
 """
 
 from __future__ import annotations
@@ -28,10 +28,7 @@ from knowlyr.errors import SandboxError
 __all__ = ["Spawner"]
 
 _CODE = r"""
-import ctypes, json, os, resource, signal, socket, sys
-ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the caller
-if os.getppid() == 1:
-    os._exit(0)
+import json, os, resource, select, signal, socket, sys
 cfg = json.loads(sys.argv[1])
 sock = socket.socket(fileno=int(sys.argv[2]))
 env = {"PATH": "/usr/bin:/bin"}
@@ -74,6 +71,16 @@ while True:
     for fd in fds:
         os.close(fd)
     sock.send(json.dumps({"pid": pid}).encode())
+    pidfd = os.pidfd_open(pid)
+    while True:  # wait for the command, or for the caller to go away (EOF on the socket)
+        ready, _, _ = select.select([sock, pidfd], [], [])
+        if pidfd in ready:
+            break
+        if not sock.recv(1, socket.MSG_PEEK):
+            os.kill(pid, signal.SIGKILL)  # bubblewrap's --die-with-parent takes the sandbox down
+            os.waitpid(pid, 0)
+            os._exit(0)
+    os.close(pidfd)
     _, status = os.waitpid(pid, 0)
     sock.send(json.dumps({"status": status}).encode())
 """
