@@ -216,3 +216,41 @@ def test_many_sandboxes_in_threads():
     finally:
         for b in boxes:
             b.close()
+
+
+def test_commands_die_when_the_host_process_dies():
+    import shutil
+    import subprocess
+    import sys
+
+    code = (
+        "from knowlyr.sandbox.local import LocalSandbox\n"
+        "sb = LocalSandbox()\n"
+        "print(sb.uid, sb.root, flush=True)\n"
+        "sb.exec('sleep 100', timeout=200)\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    uid, root = p.stdout.readline().split()
+    time.sleep(0.5)
+    p.kill()
+    p.wait()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            alive = []
+            for d in Path("/proc").iterdir():
+                try:
+                    if (
+                        d.name.isdigit()
+                        and d.stat().st_uid == int(uid)
+                        and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+                    ):
+                        alive.append(d.name)
+                except OSError:
+                    pass
+            if not alive:
+                break
+            time.sleep(0.1)
+        assert alive == [], "the sandboxed command outlived the process that started it"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
