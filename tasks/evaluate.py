@@ -15,7 +15,7 @@ from knowlyr.store import Manifest, Store
 from tasks._artifacts import publish_table
 from tasks._cache import STAGE_CACHE
 from tasks.collect import TaskSample
-from tasks.train import Checkpoint, checkpoint_path
+from tasks.train import MODEL_LOAD_LOCK, Checkpoint, checkpoint_path
 
 __all__ = [
     "ComparisonSummary",
@@ -94,9 +94,10 @@ def evaluate_policy(
     from knowlyr.agents.inference import AgentInference
     from knowlyr.train.evaluation import evaluate_agent
 
-    bridge = AgentInference.from_pretrained(
-        checkpoint_path(checkpoint), max_new_tokens=max_new_tokens
-    )
+    with MODEL_LOAD_LOCK:
+        bridge = AgentInference.from_pretrained(
+            checkpoint_path(checkpoint), max_new_tokens=max_new_tokens
+        )
     res = evaluate_agent(
         env_id,
         bridge.create_agent(name=policy),

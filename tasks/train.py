@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import tarfile
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +18,7 @@ from tasks._cache import STAGE_CACHE
 from tasks.export import DatasetRef, load_dataset
 
 __all__ = [
+    "MODEL_LOAD_LOCK",
     "Checkpoint",
     "TrainParams",
     "build_policy",
@@ -52,6 +55,11 @@ class Checkpoint(BaseModel):
     trained: bool = False
     metrics: dict[str, float] = Field(default_factory=dict)
     seconds: float = 0.0
+
+
+# transformers builds a model under process-wide settings (meta device, default dtype) while
+# it loads weights, so two threads of one task runner must not load models at the same time.
+MODEL_LOAD_LOCK = threading.Lock()
 
 
 def _root(store: Store) -> Path:
@@ -103,7 +111,8 @@ def build_policy(
         )
         name = f"init-tiny-{num_layers}x{hidden_size}"
     else:
-        net, tok = load_model(model)
+        with MODEL_LOAD_LOCK:
+            net, tok = load_model(model)
         name = f"init-{Path(model).name}"
     store = Store.open(dataset.datasets.store)
     folder = _root(store) / f"{dataset.name}-{name}-s{seed}"
@@ -155,9 +164,11 @@ def train_policy(dataset: DatasetRef, init: Checkpoint, params: TrainParams) -> 
     from knowlyr.train.sft_config import KnowlyrSFTConfig
 
     data = load_dataset(dataset)
-    model, tok = load_model(checkpoint_path(init))
+    with MODEL_LOAD_LOCK:
+        model, tok = load_model(checkpoint_path(init))
     store = Store.open(dataset.datasets.store)
-    out = _root(store) / f"{dataset.name}-{params.method}-{init.blob[:12]}"
+    run_key = hashlib.sha256(f"{init.blob}{params.model_dump_json()}".encode()).hexdigest()
+    out = _root(store) / f"{dataset.name}-{params.method}-{run_key[:12]}"
     config = KnowlyrSFTConfig(
         output_dir=str(out),
         learning_rate=params.learning_rate,

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import time
 from uuid import UUID
 
 
-def task_states(flow_run_id: UUID | str) -> dict[str, str]:
-    """``{task run name: state name}`` ("Completed", "Cached", ...) for every task of a run."""
+def task_states(flow_run_id: UUID | str, *, timeout: float = 30) -> dict[str, str]:
+    """``{task run name: state name}`` ("Completed", "Cached", ...) for every task of a run.
+
+    Task run states reach the server as events, recorded asynchronously: wait until every
+    task run of the (finished) flow run shows a final state.
+    """
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
+    deadline = time.monotonic() + timeout
     with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[UUID(str(flow_run_id))]))
-        )
+        while True:
+            runs = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[UUID(str(flow_run_id))]))
+            )
+            if all(tr.state is not None and tr.state.is_final() for tr in runs):
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
     return {tr.name: tr.state.name for tr in runs if tr.state is not None}
 
 

@@ -83,5 +83,6 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
         assert st == expected, (name, st, states3)
     assert any(_stage(n, UPSTREAM_OF_TRAIN) for n in states3)
     assert changed.candidate.blob != report.candidate.blob
+    assert changed.candidate.path != report.candidate.path  # the first checkpoint is intact
     assert changed.dataset == report.dataset
     assert store.count("promotions") == 2
