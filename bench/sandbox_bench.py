@@ -141,81 +141,71 @@ def bench_local(n: int, nfiles: int) -> None:
 
 
 def bench_container(n: int, nfiles: int) -> None:
-    proc = None
-    tmp = None
-    if not os.environ.get("DOCKER_HOST"):
-        tmp = tempfile.mkdtemp(prefix="knowlyr-bench-podman-")
-        sock = Path(tmp) / "podman.sock"
-        cmd = ["podman", "system", "service", "--time=0", f"unix://{sock}"]
-        proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
-        for _ in range(300):
-            if sock.exists():
-                break
-            time.sleep(0.05)
-        os.environ["DOCKER_HOST"] = f"unix://{sock}"
-    try:
-        from knowlyr.sandbox.container import _client
+    if os.environ.get("DOCKER_HOST"):
+        bench_container_at(n, nfiles)
+        return
+    from knowlyr.sandbox.engine import podman_service
 
-        client = _client()
-        cfg = SandboxConfig(backend="container")
-        print(
-            f"container backend ({os.environ['DOCKER_HOST']}): {n} commands, {nfiles}-file workspace"
-        )
-
-        def start_bare() -> None:
-            client.containers.run(
-                cfg.image, ["sleep", "infinity"], detach=True, network_mode="none"
-            ).remove(force=True)
-
-        start_base = timed(start_bare, 5)
-        t = time.perf_counter()
-        sb = create_sandbox(cfg, files=workspace_files(nfiles))
-        created = time.perf_counter() - t
-        bare = client.containers.run(
-            cfg.image, ["sleep", "infinity"], detach=True, network_mode="none"
-        )
+    with podman_service() as host:
+        os.environ["DOCKER_HOST"] = host
         try:
-            with sb:
-                r = interleaved(
-                    {"floor": lambda: bare.exec_run(["true"]), "ours": lambda: sb.exec("true")}, n
-                )
-                print("  command latency")
-                line("baseline: bare exec_run('true') via the docker SDK", r["floor"])
-                line("ContainerSandbox.exec('true')", r["ours"], 120, r["floor"])
-                print(f"  create with {nfiles} files: {created * 1000:.0f} ms")
-                snap = timed(sb.snapshot, 3)
-                sid = sb.snapshot()
-                warm, cold = [], []
-                for _ in range(max(n // 20, 10)):
-                    sb.exec(EPISODE)
-                    for _ in range(9):  # the rest of a 10-step episode
-                        sb.exec("true")
-                    t = time.perf_counter()
-                    sb.restore(sid)
-                    warm.append(time.perf_counter() - t)
-                    assert sb.exec("test -e new").exit_code == 1
-                sb.warm_restore = False
-                sb._drop_standby()
-                for _ in range(5):
-                    sb.exec(EPISODE)
-                    t = time.perf_counter()
-                    sb.restore(sid)
-                    cold.append(time.perf_counter() - t)
-                assert sb.exec("ls pkg0 | wc -l").stdout.strip() == "100"
-                print(f"  episode reset ({nfiles} files; 10-step episode)")
-                line("baseline: start + remove a bare container", start_base)
-                line("ContainerSandbox.restore (standby container)", warm, 500, start_base)
-                line("ContainerSandbox.restore (warm_restore=False)", cold, 500, start_base)
-                line("ContainerSandbox.snapshot (commit)", snap)
+            bench_container_at(n, nfiles)
         finally:
-            bare.remove(force=True)
-    finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait()
             os.environ.pop("DOCKER_HOST", None)
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_container_at(n: int, nfiles: int) -> None:
+    from knowlyr.sandbox.container import _client
+
+    client = _client()
+    cfg = SandboxConfig(backend="container")
+    print(f"container backend ({os.environ['DOCKER_HOST']}): {n} commands, {nfiles}-file workspace")
+
+    def start_bare() -> None:
+        client.containers.run(
+            cfg.image, ["sleep", "infinity"], detach=True, network_mode="none"
+        ).remove(force=True)
+
+    start_base = timed(start_bare, 5)
+    t = time.perf_counter()
+    sb = create_sandbox(cfg, files=workspace_files(nfiles))
+    created = time.perf_counter() - t
+    bare = client.containers.run(cfg.image, ["sleep", "infinity"], detach=True, network_mode="none")
+    try:
+        with sb:
+            r = interleaved(
+                {"floor": lambda: bare.exec_run(["true"]), "ours": lambda: sb.exec("true")}, n
+            )
+            print("  command latency")
+            line("baseline: bare exec_run('true') via the docker SDK", r["floor"])
+            line("ContainerSandbox.exec('true')", r["ours"], 120, r["floor"])
+            print(f"  create with {nfiles} files: {created * 1000:.0f} ms")
+            snap = timed(sb.snapshot, 3)
+            sid = sb.snapshot()
+            warm, cold = [], []
+            for _ in range(max(n // 20, 10)):
+                sb.exec(EPISODE)
+                for _ in range(9):  # the rest of a 10-step episode
+                    sb.exec("true")
+                t = time.perf_counter()
+                sb.restore(sid)
+                warm.append(time.perf_counter() - t)
+                assert sb.exec("test -e new").exit_code == 1
+            sb.warm_restore = False
+            sb._drop_standby()
+            for _ in range(5):
+                sb.exec(EPISODE)
+                t = time.perf_counter()
+                sb.restore(sid)
+                cold.append(time.perf_counter() - t)
+            assert sb.exec("ls pkg0 | wc -l").stdout.strip() == "100"
+            print(f"  episode reset ({nfiles} files; 10-step episode)")
+            line("baseline: start + remove a bare container", start_base)
+            line("ContainerSandbox.restore (standby container)", warm, 500, start_base)
+            line("ContainerSandbox.restore (warm_restore=False)", cold, 500, start_base)
+            line("ContainerSandbox.snapshot (commit)", snap)
+    finally:
+        bare.remove(force=True)
 
 
 def main() -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "backend_available",
     "coding_toolbox",
     "create_sandbox",
+    "podman_service",
 ]
 
 
@@ -78,6 +79,10 @@ def __getattr__(name: str):  # the backends load lazily (the container one impor
         from knowlyr.sandbox.local import LocalSandbox
 
         return LocalSandbox
+    if name == "podman_service":
+        from knowlyr.sandbox.engine import podman_service
+
+        return podman_service
     if name == "ContainerSandbox":
         from knowlyr.sandbox.container import ContainerSandbox
 

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import tempfile
-import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
+from knowlyr.errors import BackendUnavailableError
 from knowlyr.sandbox import Sandbox, SandboxConfig, backend_available, create_sandbox
+from knowlyr.sandbox.engine import podman_service
 
 BACKENDS = ["local", "container"]
 IMAGE = SandboxConfig().image
@@ -28,67 +26,35 @@ IMAGE = SandboxConfig().image
 def docker_host() -> Iterator[str]:
     """DOCKER_HOST of a running Docker-API engine (a Podman service started for the session)."""
     existing = os.environ.get("DOCKER_HOST")
-    proc = None
-    tmp = None
     if existing:
-        host = existing
-    else:
-        if shutil.which("podman") is None:
-            pytest.skip(
-                "podman is not installed: run scripts/setup-system.sh (as root) to install it"
-            )
-        tmp = tempfile.mkdtemp(prefix="knowlyr-podman-")
-        sock = Path(tmp) / "podman.sock"
-        host = f"unix://{sock}"
-        log = open(Path(tmp) / "service.log", "wb")  # noqa: SIM115 - kept open for the session
-        proc = subprocess.Popen(
-            ["podman", "system", "service", "--time=0", host],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 30
-        while not sock.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.environ["DOCKER_HOST"] = host
-    reason = None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
         reason = backend_available("container")
-        if reason is None:
-            break
-        time.sleep(0.2)
-    if reason is not None:
-        detail = ""
-        if tmp:
-            detail = (Path(tmp) / "service.log").read_text(errors="replace")[-2000:]
-        _stop(proc)
-        pytest.fail(f"the Docker-API engine at {host} does not answer: {reason}\n{detail}")
+        if reason:
+            pytest.fail(f"DOCKER_HOST={existing} is set but unusable: {reason}")
+        _check_image()
+        yield existing
+        return
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed: run scripts/setup-system.sh (as root) to install it")
+    service = podman_service()
+    try:
+        host = service.__enter__()
+    except BackendUnavailableError as e:  # installed but broken: that is a failure, not a skip
+        pytest.fail(str(e))
+    os.environ["DOCKER_HOST"] = host
+    try:
+        _check_image()
+        yield host
+    finally:
+        os.environ.pop("DOCKER_HOST", None)
+        service.__exit__(None, None, None)
+
+
+def _check_image() -> None:
     from knowlyr.sandbox.container import container_available
 
     missing = container_available(IMAGE)
     if missing:
-        _stop(proc)
         pytest.fail(missing)
-    try:
-        yield host
-    finally:
-        _stop(proc)
-        if not existing:
-            os.environ.pop("DOCKER_HOST", None)
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _stop(proc: subprocess.Popen[bytes] | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(params=BACKENDS)

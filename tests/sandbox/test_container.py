@@ -98,3 +98,14 @@ def test_unreachable_engine_is_backend_unavailable(monkeypatch, tmp_path):
 def test_missing_image_is_backend_unavailable(docker_host):
     with pytest.raises(BackendUnavailableError, match=r"build_sandbox_image\.py"):
         create_sandbox(SandboxConfig(backend="container", image="knowlyr-no-such-image:latest"))
+
+
+def test_podman_service_needs_podman(monkeypatch, tmp_path):
+    from knowlyr.sandbox import podman_service
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with (
+        pytest.raises(BackendUnavailableError, match="apt-get install -y podman"),
+        podman_service(),
+    ):
+        pass
