@@ -109,3 +109,11 @@ def test_podman_service_needs_podman(monkeypatch, tmp_path):
         podman_service(),
     ):
         pass
+
+
+def test_missing_docker_sdk_is_backend_unavailable(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "docker", None)  # import docker -> ImportError
+    with pytest.raises(BackendUnavailableError, match=r"pip install 'knowlyr-gym\[container\]'"):
+        create_sandbox(SandboxConfig(backend="container"))
