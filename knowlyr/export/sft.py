@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -102,6 +103,37 @@ def export_sft(
     Returns:
         An :class:`ExportResult`; rejected trajectories are listed with the reason.
     """
+    gc_was_on = gc.isenabled()
+    gc.disable()  # millions of short-lived bytes objects: cyclic GC passes would dominate the export
+    try:
+        return _export_sft(
+            trajectories,
+            system_prompt=system_prompt,
+            tools=tools,
+            only_success=only_success,
+            min_reward=min_reward,
+            rewards=rewards,
+            max_steps_per_row=max_steps_per_row,
+            chunk_overlap=chunk_overlap,
+            step_weight_mix=step_weight_mix,
+        )
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _export_sft(
+    trajectories: Iterable[Trajectory | Mapping[str, Any]],
+    *,
+    system_prompt: str | None,
+    tools: list[dict[str, Any]] | None,
+    only_success: bool,
+    min_reward: float | None,
+    rewards: Mapping[str, float] | None,
+    max_steps_per_row: int | None,
+    chunk_overlap: int,
+    step_weight_mix: float,
+) -> ExportResult:
     import pyarrow as pa
     from datasets import Dataset
 
