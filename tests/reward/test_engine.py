@@ -219,3 +219,19 @@ def test_expert_outranks_noisy_expert(env_id, domain, n):
     assert len(pairs) >= 5
     wins = sum(e > o for e, o in pairs)
     assert wins >= 0.95 * len(pairs), f"expert ahead in {wins}/{len(pairs)} pairs"
+
+
+def test_conversation_noisy_expert_never_outranks_expert():
+    """The conversation profile weights neither efficiency nor regression, so a useless extra
+    search costs nothing there: ties are expected, but the noisy expert must never win."""
+    rollout = pytest.importorskip("knowlyr.rollout")
+    agents = pytest.importorskip("knowlyr.agents")
+    n = 30
+    expert = rollout.collect("knowlyr/conversation", agents.ExpertAgent, n, seed=0)
+    noisy = rollout.collect("knowlyr/conversation", lambda: agents.NoisyExpert(noise=0.3, seed=1), n,
+                            seed=0)  # fmt: skip
+    rewards = RewardEngine("conversation").score(expert + noisy)
+    pairs = [
+        (rewards[i].total, rewards[n + i].total) for i in range(n) if expert[i].id != noisy[i].id
+    ]
+    assert pairs and all(e >= o for e, o in pairs)
