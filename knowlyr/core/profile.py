@@ -360,11 +360,12 @@ _CONVERSATION = DomainProfile(
     terminal_tools=["respond"],
     outcome_rule="facts",
     rubric_weights={
-        "goal_progress": 0.35,
-        "tool_selection": 0.20,
-        "param_correctness": 0.20,
+        "goal_progress": 0.30,
+        "tool_selection": 0.15,
+        "param_correctness": 0.15,
         "info_utilization": 0.15,
-        "non_redundancy": 0.10,
+        "non_redundancy": 0.15,
+        "efficiency": 0.10,
     },
 )
 

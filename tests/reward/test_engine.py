@@ -198,15 +198,13 @@ def test_fixture_logs_score_end_to_end():
         ("knowlyr/sandbox", "coding", 16),
         ("knowlyr/advisory", "advisory", 30),
         ("knowlyr/discussion", "discussion", 30),
+        ("knowlyr/conversation", "conversation", 40),
     ],
 )
 def test_expert_outranks_noisy_expert(env_id, domain, n):
-    rollout = pytest.importorskip("knowlyr.rollout")
-    agents = pytest.importorskip("knowlyr.agents")
-    try:
-        expert = rollout.collect(env_id, agents.ExpertAgent, n, seed=0, concurrency=2)
-    except Exception as e:  # e.g. no sandbox backend on this machine
-        pytest.skip(f"{env_id} unavailable here: {e}")
+    from knowlyr import agents, rollout
+
+    expert = rollout.collect(env_id, agents.ExpertAgent, n, seed=0, concurrency=2)
     noisy = rollout.collect(env_id, lambda: agents.NoisyExpert(noise=0.3, seed=1), n, seed=0,
                             concurrency=2)  # fmt: skip
     rewards = RewardEngine(domain).score(expert + noisy)
@@ -219,19 +217,3 @@ def test_expert_outranks_noisy_expert(env_id, domain, n):
     assert len(pairs) >= 5
     wins = sum(e > o for e, o in pairs)
     assert wins >= 0.95 * len(pairs), f"expert ahead in {wins}/{len(pairs)} pairs"
-
-
-def test_conversation_noisy_expert_never_outranks_expert():
-    """The conversation profile weights neither efficiency nor regression, so a useless extra
-    search costs nothing there: ties are expected, but the noisy expert must never win."""
-    rollout = pytest.importorskip("knowlyr.rollout")
-    agents = pytest.importorskip("knowlyr.agents")
-    n = 30
-    expert = rollout.collect("knowlyr/conversation", agents.ExpertAgent, n, seed=0)
-    noisy = rollout.collect("knowlyr/conversation", lambda: agents.NoisyExpert(noise=0.3, seed=1), n,
-                            seed=0)  # fmt: skip
-    rewards = RewardEngine("conversation").score(expert + noisy)
-    pairs = [
-        (rewards[i].total, rewards[n + i].total) for i in range(n) if expert[i].id != noisy[i].id
-    ]
-    assert pairs and all(e >= o for e, o in pairs)
