@@ -135,7 +135,7 @@ def test_store_rows_and_frame():
 
 
 def test_store_round_trip(tmp_path):
-    store_mod = pytest.importorskip("knowlyr.store")
+    import knowlyr.store as store_mod
     store = store_mod.Store(str(tmp_path / "store"))
     clean, sloppy = _clean_and_sloppy()
     eng = RewardEngine("coding")
