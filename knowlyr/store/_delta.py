@@ -180,10 +180,13 @@ class DeltaTables:
         """The key set of ``table`` at ``version``: a ``set[str]`` for a one-column key, else a
         polars frame of the key columns. Cached per version (versions are immutable)."""
         cols = self._key_cols(table, key)
+        name = f"{table}:{','.join(cols)}"
+        if version is not None and (name, version) in self._keys:
+            return self._keys[(name, version)]  # no log refresh on the hot (re-add) path
         v = self._resolve(table, version)
         if v is None:
             return set() if len(cols) == 1 else empty_frame(spec_for(table)).select(cols)
-        ck = (f"{table}:{','.join(cols)}", v)
+        ck = (name, v)
         if ck not in self._keys:
             df = self.scan(table, version=v).select(cols).collect()
             self._keys[ck] = set(df[cols[0]].to_list()) if len(cols) == 1 else df

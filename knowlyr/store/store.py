@@ -149,10 +149,10 @@ class Store(DeltaTables):
                 self.blobs.put(data, digest=digest)
         ids = [t.id or t.rehash().id for t in trajs]
         digest = _digest(ids)
-        known = self.trajectory_ids()
+        v = self.version("trajectories")
+        known = self.trajectory_ids(version=v) if v is not None else set()
         fresh = self._fresh(trajs, ids, known)
         if not fresh:
-            v = self.version("trajectories")
             return Manifest(
                 store=self.url,
                 table="trajectories",
