@@ -152,6 +152,9 @@ def _patient_ephemeral_server() -> Iterator[None]:
         temporary_settings,
     )
 
+    # The temporary server logs tracebacks of its own services cancelled at shutdown; they say
+    # nothing about the run, so keep its log to critical messages (the subprocess reads env).
+    os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
     if "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS" in os.environ:
         yield
         return

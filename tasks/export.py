@@ -113,17 +113,31 @@ def export_dataset(
 
 
 def load_dataset(ref: DatasetRef):
-    """The exported rows of ``ref`` as a Hugging Face ``datasets.Dataset``."""
+    """The exported rows of ``ref`` as a Hugging Face ``datasets.Dataset``, column types as the
+    exporter made them: lists of dicts (messages, tools) stay ``list<json>`` so every message
+    keeps its own keys (a plain Arrow struct would merge them: ``{"order_id", "text": null}``)."""
     import orjson
     import polars as pl
+    import pyarrow as pa
     from datasets import Dataset
 
+    from knowlyr.export.sft import json_list_array
+
     store = Store.open(ref.datasets.store)
-    rows = store.read(
+    frame = store.read(
         "datasets",
         version=ref.datasets.version,
         filter=pl.col("dataset") == ref.name,
         columns=["row_id", "data"],
     )
-    order = sorted(rows.iter_rows(), key=lambda r: int(r[0].split(":", 1)[0]))
-    return Dataset.from_list([orjson.loads(data) for _, data in order])
+    ordered = sorted(frame.iter_rows(), key=lambda r: int(r[0].split(":", 1)[0]))
+    rows = [orjson.loads(data) for _, data in ordered]
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    columns = {}
+    for name in names:
+        values = [r.get(name) for r in rows]
+        if any(isinstance(v, list) and v and isinstance(v[0], dict) for v in values):
+            columns[name] = json_list_array([[orjson.dumps(x) for x in v or []] for v in values])
+        else:
+            columns[name] = pa.array(values)
+    return Dataset(pa.table(columns))

@@ -9,6 +9,7 @@ import pytest
 
 from flows.iterate import IterateParams, iterate
 from knowlyr.store import Store
+from tasks.export import load_dataset
 from tests.flows.helpers import artifact_keys, task_states
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -56,6 +57,12 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
     assert decision["promoted"] == report.decision.promoted
     assert {r.stage for r in store.runs()} >= {"collect", "export", "train", "promote"}
     assert store.lineage(report.candidate.blob).trajectory_ids
+    # The dataset read back from the store keeps each tool call's own arguments (no keys merged
+    # across messages, which would teach the model `"text": null`).
+    data = load_dataset(report.dataset)
+    args = [tc["function"]["arguments"] for row in data for m in row["messages"]
+            for tc in m.get("tool_calls") or []]  # fmt: skip
+    assert len(args) == 2 * 48 and all(None not in a.values() for a in args)
 
     # What the UI shows.
     keys = artifact_keys(state.state_details.flow_run_id)
