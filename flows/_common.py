@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -43,9 +42,3 @@ def run_namer(prefix: str, describe: Callable[[Any], str]) -> Callable[[], str]:
         return f"{prefix}-{what}" if what else prefix
 
     return name
-
-
-def short(text: Any, limit: int = 40) -> str:
-    """A short, readable fragment of a value for a run name."""
-    s = re.sub(r"\s+", " ", str(text)).strip()
-    return s if len(s) <= limit else s[: limit - 1] + "…"
