@@ -220,6 +220,33 @@ class DeltaTables:
         old = self.scan(table, version=base).select(cols)
         return rows.join(old, on=cols, how="anti").collect()
 
+    def vacuum(self, table: str, *, dry_run: bool = True, retention_hours: int = 168) -> list[str]:
+        """Delete data files of ``table`` that no version still within ``retention_hours``
+        needs, including orphans left by writers that crashed before committing.
+
+        Time travel to versions older than the retention stops working for files a later
+        version rewrote (MERGE updates); append-only tables like ``trajectories`` lose
+        nothing but orphans. ``dry_run`` only lists the files.
+
+        Example:
+            >>> store.vacuum("trajectories", dry_run=True, retention_hours=1)  # doctest: +SKIP
+            ['part-00000-….zstd.parquet']
+        """
+        if retention_hours < 0:
+            raise ConfigError(f"retention_hours must be >= 0, got {retention_hours}")
+        dt = self._dt(table)
+        if dt is None:
+            raise NotFoundError(
+                f"no table {table!r} in {self.url}; existing: {sorted(self.tables())}"
+            )
+        with table_lock(self._lock_dir, table):
+            return dt.vacuum(
+                retention_hours=retention_hours,
+                dry_run=dry_run,
+                enforce_retention_duration=retention_hours >= 168,
+                full=True,
+            )
+
     # -- writes ---------------------------------------------------------------------------
 
     def append(

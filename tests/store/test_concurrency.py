@@ -94,8 +94,16 @@ def test_writer_killed_mid_write_leaves_last_version_readable(tmp_path) -> None:
     assert df.height == rows and df["id"].n_unique() == rows
     assert len(reopened.read_trajectories(version=first.version)) == 50
 
+    # the orphans are collectable, and removing them breaks no version
+    listed = reopened.vacuum("trajectories", dry_run=True, retention_hours=0)
+    assert {os.path.basename(f) for f in listed} == orphans
+    reopened.vacuum("trajectories", dry_run=False, retention_hours=0)
+    assert not set(os.listdir(tdir)) - files_before
+    assert reopened.read("trajectories", version=first.version).height == 50
+
     # the store keeps working: the lock died with the writer, and a retry commits cleanly
     extra = [make_traj(i, task="late") for i in range(100)]
+    v_now = reopened.version("trajectories")  # vacuum logs its own commits
     again = reopened.add_trajectories(extra)
-    assert (again.new, again.version, again.rows) == (100, base + 1, rows + 100)
+    assert (again.new, again.version, again.rows) == (100, v_now + 1, rows + 100)
     assert reopened.read("trajectories", version=first.version).height == 50
