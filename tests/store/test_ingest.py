@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import pytest
+
+from knowlyr.store import Store
+from knowlyr.store.ingest import ingest
+
+
+def test_ingest_in_batches_commits_per_batch_and_records_one_run(
+    store: Store, fixtures_dir
+) -> None:
+    res = ingest(store, fixtures_dir / "openhands", batch_size=1)
+    assert res.new >= 2 and res.read == res.new + res.duplicates + res.n_rejected
+    assert store.version("trajectories") == res.new - 1  # one version per new trajectory
+    runs = store.runs(stage="ingest")
+    assert [r.run_id for r in runs] == [res.run_id]
+    assert runs[0].outputs["trajectories"] == res.version
+    assert runs[0].params["paths"] == [str(fixtures_dir / "openhands")]
+    lin = store.lineage(f"trajectories@{res.version}")
+    assert len(lin.trajectory_ids) == res.new and len(lin.raw_blobs) >= 1
+
+
+def test_ingest_keeps_rejected_records_with_reasons(store: Store, tmp_path) -> None:
+    bad = tmp_path / "broken.jsonl"
+    bad.write_bytes(b'{"not": "a log"}\nnot json at all\n')
+    res = ingest(store, bad, format="openhands_output")
+    assert res.new == 0 and res.n_rejected == 2 and res.rejected is not None
+    rows = store.read("rejected")
+    assert sorted(rows["line"].to_list()) == [1, 2]
+    assert all(rows["reason"].str.len_chars() > 0)
+    assert {store.get_blob(h) for h in rows["raw_blob"]} == {
+        b'{"not": "a log"}',
+        b"not json at all",
+    }
+    again = ingest(store, bad, format="openhands_output")
+    assert again.rejected is not None and again.rejected.new == 0  # quarantined once
+
+
+def test_ingest_validates_batch_size(store: Store, fixtures_dir) -> None:
+    with pytest.raises(ValueError, match="batch_size must be positive"):
+        ingest(store, fixtures_dir, batch_size=0)
