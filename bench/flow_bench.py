@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +36,8 @@ os.environ.update(
 
 
 def direct_iteration(p, store_url: str) -> float:
-    """The iteration's stage functions called directly (``task.fn``): the library, no Prefect."""
+    """The iteration's stage functions called directly (``task.fn``): the library, no Prefect,
+    with the same fan-out (threads) as the flow."""
     from tasks.collect import collect_episodes, dedup_trajectories, sample_tasks
     from tasks.evaluate import compare_policies, evaluate_policy, promote_checkpoint
     from tasks.export import export_dataset
@@ -47,21 +49,24 @@ def direct_iteration(p, store_url: str) -> float:
     sample = sample_tasks.fn(c.suite, c.episodes, p.seed, split=c.split, family=c.family)
     size = -(-len(sample.task_ids) // c.shards)
     chunks = [sample.task_ids[i : i + size] for i in range(0, len(sample.task_ids), size)]
-    staged = [
-        collect_episodes.fn(store_url, c.env_id, c.agent, ch, len(ch), p.seed + i * size, shard=i)
-        for i, ch in enumerate(chunks)
-    ]
+    with ThreadPoolExecutor() as pool:  # the same fan-out as the flow's thread task runner
+        staged = list(pool.map(
+            lambda ich: collect_episodes.fn(store_url, c.env_id, c.agent, ich[1], len(ich[1]),
+                                            p.seed + ich[0] * size, shard=ich[0]),
+            enumerate(chunks),
+        ))  # fmt: skip
     ref = dedup_trajectories.fn(store_url, staged, n_shards=len(staged)).ref
     rewards = [score_trajectories.fn(ref, p.reward)]
     dataset = export_dataset.fn(ref, rewards, p.export)
     init = build_policy.fn(dataset, t.model, t.hidden_size, t.num_layers, t.seed)
     cand = train_policy.fn(dataset, init, t)
     heldout = sample_tasks.fn(c.suite, e.episodes, e.seed, split="heldout", family=c.family)
-    evals = [
-        evaluate_policy.fn(n, ck, heldout, c.env_id, e.episodes, e.seed,
-                           max_steps=e.max_steps, max_new_tokens=e.max_new_tokens)
-        for n, ck in (("untrained", init), ("candidate", cand))
-    ]  # fmt: skip
+    with ThreadPoolExecutor() as pool:
+        evals = list(pool.map(
+            lambda nck: evaluate_policy.fn(nck[0], nck[1], heldout, c.env_id, e.episodes, e.seed,
+                                           max_steps=e.max_steps, max_new_tokens=e.max_new_tokens),
+            [("untrained", init), ("candidate", cand)],
+        ))  # fmt: skip
     cmp = compare_policies.fn(store_url, evals, "candidate", "untrained", alpha=e.alpha)
     promote_checkpoint.fn(store_url, cand, cmp, e.min_improvement)
     return time.perf_counter() - t0

@@ -27,6 +27,10 @@ def success_history(store_url: str) -> list[tuple[str, float]]:
     return [(r[0].strftime("%m-%d %H:%M"), float(r[1])) for r in rows.iter_rows()]
 
 
+def _p(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2g}"
+
+
 def _table(rows: list[tuple[str, Any]]) -> str:
     return "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
 
@@ -107,7 +111,7 @@ def iteration_report(
             "## Held-out evaluation",
             evaluation_table(board),
             f"Candidate vs `{evaluation.baseline}`: success {c['success_diff']:+.1%}, "
-            f"Fisher p (Bonferroni) = {c['fisher_p_adj']}, reward diff {c['reward_diff']:+.3f} "
+            f"Fisher p (Bonferroni) = {_p(c['fisher_p_adj'])}, reward diff {c['reward_diff']:+.3f} "
             f"(95% CI {c['reward_diff_ci']}), alpha = {evaluation.alpha}.",
             markdown_image(plots["success.svg"], "held-out success"),
             "## Rewards",
