@@ -53,6 +53,7 @@ def podman_service(*, timeout: float = 30.0) -> Iterator[str]:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            cwd=tmp,  # conmon drops an `oom` marker in its working directory when a container OOMs
         )
     try:
         _wait_until_ready(host, sock, proc, timeout, log_path)
