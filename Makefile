@@ -29,7 +29,7 @@ sysdeps:
 	bash scripts/setup-system.sh
 
 run: install sysdeps
-	$(PY) -m knowlyr.cli run
+	$(PY) -m flows.iterate
 
 test: install sysdeps
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
