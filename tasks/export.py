@@ -7,6 +7,8 @@ from typing import Literal
 from prefect import task
 from pydantic import BaseModel, Field
 
+from knowlyr.export.store_io import export_from_store
+from knowlyr.export.store_io import load_dataset as load_stored_dataset
 from knowlyr.store import Manifest, Store, TableRef
 from tasks._artifacts import publish_table
 from tasks._cache import STAGE_CACHE
@@ -42,19 +44,6 @@ class DatasetRef(BaseModel):
         return f"{self.name} (datasets@{self.datasets.version})"
 
 
-def _filter(params: ExportParams):
-    import polars as pl
-
-    from knowlyr.taskset import split_of
-
-    expr = pl.col("task_id").map_elements(split_of, return_dtype=pl.String) == "train"
-    if params.suite:
-        expr &= pl.col("suite") == params.suite
-        if params.family:
-            expr &= pl.col("task_id").str.starts_with(f"{params.suite}-{params.family}-")
-    return expr
-
-
 @task(
     cache_policy=STAGE_CACHE,
     task_run_name="export-{params.kind}-{trajectories.table}@{trajectories.version}",
@@ -63,81 +52,32 @@ def export_dataset(
     trajectories: TableRef, rewards: list[RewardSummary], params: ExportParams
 ) -> DatasetRef:
     """Export the train-split trajectories at this version with their rewards as a dataset."""
-    import polars as pl
-
-    from knowlyr.export import export_dpo, export_grpo, export_sft
-
-    store = Store.open(trajectories.store)
-    trajs = store.read_trajectories(version=trajectories.version, filter=_filter(params))
-    hashes = sorted({h for r in rewards for h in r.config_hashes})
-    rows = store.read("rewards", filter=pl.col("config_hash").is_in(hashes))
-    by_id = {
-        i: t for i, t in zip(rows["trajectory_id"], rows["total"], strict=True) if t is not None
-    }
-    if params.kind == "sft":
-        result = export_sft(
-            trajs,
-            system_prompt=params.system_prompt,
-            rewards=by_id,
-            only_success=params.only_success,
-            min_reward=params.min_reward,
-        )
-    elif params.kind == "dpo":
-        result = export_dpo(trajs, system_prompt=params.system_prompt, rewards=by_id)
-    else:
-        result = export_grpo(trajs, system_prompt=params.system_prompt, rewards=by_id)
-    scope = "-".join(x for x in (params.suite, params.family) if x) or "all"
-    name = f"{params.kind}-{scope}-t{trajectories.version}-{'-'.join(h[:8] for h in hashes)}"
-    manifest = result.to_store(store, name=name)
-    store.record_run(
-        "export",
-        inputs={"trajectories": trajectories.version},
-        outputs={"datasets": manifest.version},
-        params={"name": name, **params.model_dump(), "reward_configs": hashes},
+    out = export_from_store(
+        Store.open(trajectories.store),
+        trajectories_version=trajectories.version,
+        reward_config_hashes=[h for r in rewards for h in r.config_hashes],
+        **params.model_dump(),
     )
     ref = DatasetRef(
-        name=name,
+        name=out.name,
         kind=params.kind,
-        rows=len(result),
-        rejected=len(result.rejected),
-        datasets=manifest,
+        rows=out.rows,
+        rejected=out.rejected,
+        datasets=out.manifest,
         trajectories=trajectories,
     )
     publish_table(
         "export-counts",
-        [{"dataset": name, "kind": params.kind, "in": len(trajs), "rows": ref.rows,
-          "rejected": ref.rejected, "datasets_version": manifest.version}],
+        [{"dataset": out.name, "kind": params.kind, "in": out.n_in, "rows": ref.rows,
+          "rejected": ref.rejected, "datasets_version": out.manifest.version}],
         "Rows exported and the dataset version",
     )  # fmt: skip
     return ref
 
 
 def load_dataset(ref: DatasetRef):
-    """The exported rows of ``ref`` as a Hugging Face ``datasets.Dataset``, column types as the
-    exporter made them: lists of dicts (messages, tools) stay ``list<json>`` so every message
-    keeps its own keys (a plain Arrow struct would merge them: ``{"order_id", "text": null}``)."""
-    import orjson
-    import polars as pl
-    import pyarrow as pa
-    from datasets import Dataset
-
-    from knowlyr.export.sft import json_list_array
-
-    store = Store.open(ref.datasets.store)
-    frame = store.read(
-        "datasets",
-        version=ref.datasets.version,
-        filter=pl.col("dataset") == ref.name,
-        columns=["row_id", "data"],
+    """The exported rows of ``ref`` as a Hugging Face ``datasets.Dataset``
+    (see :func:`knowlyr.export.store_io.load_dataset`)."""
+    return load_stored_dataset(
+        Store.open(ref.datasets.store), ref.name, version=ref.datasets.version
     )
-    ordered = sorted(frame.iter_rows(), key=lambda r: int(r[0].split(":", 1)[0]))
-    rows = [orjson.loads(data) for _, data in ordered]
-    names = list(dict.fromkeys(k for r in rows for k in r))
-    columns = {}
-    for name in names:
-        values = [r.get(name) for r in rows]
-        if any(isinstance(v, list) and v and isinstance(v[0], dict) for v in values):
-            columns[name] = json_list_array([[orjson.dumps(x) for x in v or []] for v in values])
-        else:
-            columns[name] = pa.array(values)
-    return Dataset(pa.table(columns))

@@ -1,0 +1,92 @@
+"""Export from a real store of scored episodes, and load the stored dataset back."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+
+from knowlyr.agents import ExpertAgent, RandomAgent
+from knowlyr.errors import NotFoundError
+from knowlyr.export import export_sft
+from knowlyr.export.store_io import dataset_name, export_from_store, load_dataset, train_filter
+from knowlyr.reward.store_io import score_unscored
+from knowlyr.rollout import collect
+from knowlyr.store import Store
+from knowlyr.taskset import sample, split_of
+
+
+@pytest.fixture
+def scored(tmp_path) -> tuple[Store, list[str]]:
+    ids = [t.task_id for t in sample("conversation", 10, seed=0, family="order_status")]
+    ids += [t.task_id for t in sample("conversation", 4, seed=0, family="refund")]
+    store = Store.open(str(tmp_path / "store"))
+    store.add_trajectories(
+        collect("knowlyr/conversation", ExpertAgent, len(ids), tasks=ids, seed=0)
+        + collect("knowlyr/conversation", lambda: RandomAgent(seed=1), len(ids), tasks=ids, seed=1)
+    )
+    return store, score_unscored(store).config_hashes
+
+
+def test_sft_export_keeps_train_split_of_the_family_and_round_trips(scored) -> None:
+    store, hashes = scored
+    v = store.version("trajectories")
+    out = export_from_store(
+        store,
+        trajectories_version=v,
+        reward_config_hashes=hashes,
+        kind="sft",
+        suite="conversation",
+        family="order_status",
+    )
+    assert out.name == f"sft-conversation-order_status-t{v}-{hashes[0][:8]}"
+    trajs = store.read_trajectories(version=v)
+    expected = [
+        t for t in trajs
+        if t.task.task_id.startswith("conversation-order_status-")
+        and split_of(t.task.task_id) == "train"
+    ]  # fmt: skip
+    assert 0 < out.n_in == len(expected) < len(trajs)
+    assert out.rows == sum(bool(t.outcome.success) for t in expected) > 0
+    assert out.rows + out.rejected == out.n_in
+    ds = load_dataset(store, out.name, version=out.manifest.version)
+    assert isinstance(ds, datasets.Dataset) and len(ds) == out.rows
+    assert ds.to_list() == out.result.dataset.to_list()
+    msgs = ds[0]["messages"]
+    assert msgs[0]["role"] == "system" and "tool_calls" in msgs[2]
+    run = store.runs(stage="export")[-1]
+    assert run.params["name"] == out.name and run.params["reward_configs"] == hashes
+
+
+def test_rewards_of_the_given_configs_reach_the_rows(scored) -> None:
+    store, hashes = scored
+    out = export_from_store(
+        store, trajectories_version=None, reward_config_hashes=hashes, kind="grpo", split=None
+    )
+    totals = dict(store.read("rewards").select("trajectory_id", "total").iter_rows())
+    rows = out.result.dataset.to_list()
+    assert rows and all(r["rewards"] == [totals[i] for i in r["trajectory_ids"]] for r in rows)
+    none = export_from_store(
+        store, trajectories_version=None, reward_config_hashes=[], kind="sft", min_reward=0.1
+    )
+    assert none.name == f"sft-all-t{store.version('trajectories')}-"  # latest version, no configs
+
+
+def test_same_export_as_the_exporter_called_directly(scored) -> None:
+    store, hashes = scored
+    out = export_from_store(store, trajectories_version=None, reward_config_hashes=hashes)
+    trajs = store.read_trajectories(filter=train_filter())
+    assert out.name == dataset_name(
+        "sft", trajectories_version=store.version("trajectories"), reward_config_hashes=hashes
+    )
+    totals = dict(store.read("rewards").select("trajectory_id", "total").iter_rows())
+    direct = export_sft(trajs, rewards=totals)
+    assert out.result.dataset.to_list() == direct.dataset.to_list()
+
+
+def test_bad_kind_and_unknown_dataset_name_the_fix(scored) -> None:
+    store, hashes = scored
+    with pytest.raises(ValueError, match="kind must be one of sft, dpo, grpo"):
+        export_from_store(store, trajectories_version=None, reward_config_hashes=hashes, kind="ppo")
+    out = export_from_store(store, trajectories_version=None, reward_config_hashes=hashes)
+    with pytest.raises(NotFoundError, match=f"no dataset 'sft-typo'.*known: {out.name}"):
+        load_dataset(store, "sft-typo")
