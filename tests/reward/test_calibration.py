@@ -96,6 +96,7 @@ def test_isotonic_map_is_monotone_and_round_trips(tmp_path):
 
 def test_map_as_store_blob(tmp_path):
     import knowlyr.store as store_mod
+
     store = store_mod.Store(str(tmp_path / "store"))
     m = CalibrationMap.fit([0, 1], [0.2, 0.7])
     digest = m.save_to_store(store)

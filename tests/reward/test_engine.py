@@ -136,6 +136,7 @@ def test_store_rows_and_frame():
 
 def test_store_round_trip(tmp_path):
     import knowlyr.store as store_mod
+
     store = store_mod.Store(str(tmp_path / "store"))
     clean, sloppy = _clean_and_sloppy()
     eng = RewardEngine("coding")
