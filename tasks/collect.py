@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from prefect import task
 from pydantic import BaseModel
 
+from knowlyr.agents.spec import agent_factory
 from knowlyr.store import Manifest, Store
+from knowlyr.store.staging import StagedBlob, add_staged, stage_trajectories
 from tasks._artifacts import counts_table, publish_table
 from tasks._cache import STAGE_CACHE
 
@@ -41,32 +42,6 @@ class Staged(BaseModel):
     successes: int
     env_id: str
     agent: str
-
-
-def agent_factory(agent: str, *, seed: int = 0) -> Any:
-    """A zero-argument factory for the policy named by ``agent``.
-
-    ``expert`` (the suite's scripted expert), ``noisy`` or ``noisy:<p>`` (an expert that
-    fumbles a fraction ``p`` of its steps, default 0.3), ``random``, or
-    ``checkpoint:<path>`` (a local Hugging Face checkpoint through the inference bridge).
-    """
-    from knowlyr.agents import ExpertAgent, NoisyExpert, RandomAgent
-
-    kind, _, arg = agent.partition(":")
-    if kind == "expert":
-        return ExpertAgent
-    if kind == "noisy":
-        noise = float(arg) if arg else 0.3
-        return lambda: NoisyExpert(noise, seed=seed)
-    if kind == "random":
-        return lambda: RandomAgent(seed=seed)
-    if kind == "checkpoint" and arg:
-        from knowlyr.agents.inference import AgentInference
-
-        return lambda: AgentInference.from_pretrained(arg, max_new_tokens=96).create_agent()
-    raise ValueError(
-        f"agent must be 'expert', 'noisy[:p]', 'random' or 'checkpoint:<path>', got {agent!r}"
-    )
 
 
 @task(cache_policy=STAGE_CACHE, task_run_name="sample-{suite}-{split}-{n}")
@@ -109,8 +84,7 @@ def collect_episodes(
         max_steps=max_steps,
         env_kwargs=env_kwargs,
     )
-    raw = b"".join(orjson.dumps(t.model_dump(mode="json")) + b"\n" for t in trajs)
-    blob = Store.open(store_url).put_blob(raw)
+    blob = stage_trajectories(Store.open(store_url), trajs)
     ok = sum(bool(t.outcome.success) for t in trajs)
     return Staged(
         store=store_url, blob=blob, episodes=len(trajs), successes=ok, env_id=env_id, agent=agent
@@ -122,38 +96,18 @@ def dedup_trajectories(
     store_url: str, staged: list[Staged], stage: str = "collect", n_shards: int = 1
 ) -> Manifest:
     """Add staged episodes to the trajectories table; known content hashes are duplicates."""
-    from knowlyr.trajectory import Trajectory
-
-    store = Store.open(store_url)
-    trajs: list[Trajectory] = []
-    rejected: list[dict[str, Any]] = []
-    for s in staged:
-        for line_no, line in enumerate(store.get_blob(s.blob).splitlines(), 1):
-            try:
-                t = Trajectory.model_validate_json(line)
-            except ValueError as e:  # a bad record is kept with its reason, the batch goes on
-                reason = f"invalid trajectory: {str(e).splitlines()[0][:300]}"
-                rejected.append(
-                    {"raw_blob": store.put_blob(line), "reason": reason, "line": line_no}
-                )
-                continue
-            t.source.blob, t.source.line = s.blob, line_no
-            t.source.path = t.source.path or f"{stage}:{s.env_id}:{s.agent}"
-            trajs.append(t)
-    m = store.add_trajectories(trajs)
-    if rejected:
-        store.append("rejected", rejected)
-    store.record_run(
-        stage,
-        outputs={"trajectories": m.version},
-        params={"raw_blobs": [s.blob for s in staged], "episodes": len(trajs)},
+    res = add_staged(
+        Store.open(store_url),
+        [StagedBlob(s.blob, f"{stage}:{s.env_id}:{s.agent}") for s in staged],
+        stage=stage,
     )
+    m = res.trajectories
     row = counts_table(
         stage,
         incoming=sum(s.episodes for s in staged),
         new=m.new,
         duplicates=m.duplicates,
-        rejected=len(rejected),
+        rejected=len(res.rejected),
         version=m.version,
         table="trajectories",
     )
