@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import io
-import tarfile
-import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,6 +10,14 @@ from prefect import task
 from pydantic import BaseModel, Field
 
 from knowlyr.store import Store
+from knowlyr.train.checkpoints import (
+    MODEL_LOAD_LOCK,
+    archive_checkpoint,
+    checkpoint_root,
+    init_policy,
+    train_sft_checkpoint,
+    unpack_checkpoint,
+)
 from tasks._artifacts import artifact_key, in_run
 from tasks._cache import STAGE_CACHE
 from tasks.export import DatasetRef, load_dataset
@@ -57,39 +62,11 @@ class Checkpoint(BaseModel):
     seconds: float = 0.0
 
 
-# transformers builds a model under process-wide settings (meta device, default dtype) while
-# it loads weights, so two threads of one task runner must not load models at the same time.
-MODEL_LOAD_LOCK = threading.Lock()
-
-
-def _root(store: Store) -> Path:
-    base = Path(store.root) if store.local else Path.home() / ".cache" / "knowlyr"
-    return base / "checkpoints"
-
-
-def _archive(store: Store, folder: Path) -> str:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for f in sorted(folder.rglob("*")):
-            if f.is_file():
-                info = tar.gettarinfo(str(f), arcname=str(f.relative_to(folder)))
-                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-                with f.open("rb") as fh:
-                    tar.addfile(info, fh)
-    return store.put_blob(buf.getvalue())
-
-
 def checkpoint_path(ckpt: Checkpoint) -> str:
     """A local folder holding ``ckpt``: its path, or its archive unpacked from the store."""
     if (Path(ckpt.path) / "config.json").is_file():
         return ckpt.path
-    store = Store.open(ckpt.store)
-    target = _root(store) / "unpacked" / ckpt.blob[:16]
-    if not (target / "config.json").is_file():
-        target.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(store.get_blob(ckpt.blob))) as tar:
-            tar.extractall(target, filter="data")
-    return str(target)
+    return unpack_checkpoint(Store.open(ckpt.store), ckpt.blob)
 
 
 @task(cache_policy=STAGE_CACHE, task_run_name="init-{model}-for-{dataset.name}")
@@ -101,28 +78,18 @@ def build_policy(
     seed: int = 0,
 ) -> Checkpoint:
     """The untrained policy: a tiny model (tokenizer trained on the dataset) or a base folder."""
-    from knowlyr.train.models import build_tiny_model_for, load_model, save_model
-    from knowlyr.train.run import dataset_prompt_info
-
-    data = load_dataset(dataset)
-    if model == "tiny":
-        net, tok = build_tiny_model_for(
-            data, hidden_size=hidden_size, num_layers=num_layers, seed=seed
-        )
-        name = f"init-tiny-{num_layers}x{hidden_size}"
-    else:
-        with MODEL_LOAD_LOCK:
-            net, tok = load_model(model)
-        name = f"init-{Path(model).name}"
     store = Store.open(dataset.datasets.store)
-    folder = _root(store) / f"{dataset.name}-{name}-s{seed}"
-    save_model(net, tok, folder, **dataset_prompt_info(data))
+    out = init_policy(
+        store,
+        load_dataset(dataset),
+        dataset_name=dataset.name,
+        model=model,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        seed=seed,
+    )
     return Checkpoint(
-        name=name,
-        path=str(folder),
-        blob=_archive(store, folder),
-        store=store.url,
-        dataset=dataset.name,
+        name=out.name, path=str(out.path), blob=out.blob, store=store.url, dataset=dataset.name
     )
 
 
@@ -159,44 +126,35 @@ def _progress_callback(total_key: str) -> Any:
 )
 def train_policy(dataset: DatasetRef, init: Checkpoint, params: TrainParams) -> Checkpoint:
     """Train ``init`` on the dataset with TRL and store the final checkpoint."""
-    from knowlyr.train.models import load_model
-    from knowlyr.train.run import train_sft
-    from knowlyr.train.sft_config import KnowlyrSFTConfig
-
-    data = load_dataset(dataset)
-    with MODEL_LOAD_LOCK:
-        model, tok = load_model(checkpoint_path(init))
     store = Store.open(dataset.datasets.store)
     run_key = hashlib.sha256(f"{init.blob}{params.model_dump_json()}".encode()).hexdigest()
-    out = _root(store) / f"{dataset.name}-{params.method}-{run_key[:12]}"
-    config = KnowlyrSFTConfig(
-        output_dir=str(out),
-        learning_rate=params.learning_rate,
-        per_device_train_batch_size=params.batch_size,
-        num_train_epochs=params.epochs,
-        logging_steps=max(1, len(data) // params.batch_size // 4),
-        disable_tqdm=True,
-        seed=params.seed,
-    )
     callbacks = [_progress_callback(artifact_key("train-progress"))] if in_run() else []
-    result = train_sft(data, model, tok, config, callbacks=callbacks)
-    blob = _archive(store, result.path)
-    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
+    out = train_sft_checkpoint(
+        store,
+        load_dataset(dataset),
+        init=checkpoint_path(init),
+        output_dir=checkpoint_root(store) / f"{dataset.name}-{params.method}-{run_key[:12]}",
+        learning_rate=params.learning_rate,
+        batch_size=params.batch_size,
+        epochs=params.epochs,
+        seed=params.seed,
+        callbacks=callbacks,
+    )
     store.record_run(
         "train",
         inputs={"datasets": dataset.datasets.version, "init": init.blob},
-        outputs={"checkpoint": blob},
+        outputs={"checkpoint": out.blob},
         params={**params.model_dump(), "dataset": dataset.name},
     )
     return Checkpoint(
         name=f"{params.method}-{init.name.removeprefix('init-')}",
-        path=str(result.path),
-        blob=blob,
+        path=str(out.path),
+        blob=out.blob,
         store=store.url,
         dataset=dataset.name,
         trained=True,
-        metrics=metrics,
-        seconds=result.seconds,
+        metrics=out.metrics,
+        seconds=out.seconds,
     )
 
 
@@ -209,6 +167,6 @@ def register_checkpoint(store_url: str, folder: str, *, name: str | None = None)
     return Checkpoint(
         name=name or path.name,
         path=str(path.resolve()),
-        blob=_archive(store, path),
+        blob=archive_checkpoint(store, path),
         store=store.url,
     )

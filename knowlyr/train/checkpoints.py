@@ -1,0 +1,205 @@
+"""Checkpoints in the store: content-addressed archives, unpacking, the initial and trained policy.
+
+A checkpoint folder is archived as a deterministic tar (sorted files, zeroed mtimes and
+owners) into the store's blobs, so the same weights always have the same address and any
+machine holding the store can unpack them (:func:`unpack_checkpoint`). :func:`init_policy`
+and :func:`train_sft_checkpoint` build and train a policy for a stored dataset and return the
+folder with its archive.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from knowlyr.store import Store
+
+__all__ = [
+    "MODEL_LOAD_LOCK",
+    "StoredCheckpoint",
+    "archive_checkpoint",
+    "checkpoint_root",
+    "init_policy",
+    "train_sft_checkpoint",
+    "unpack_checkpoint",
+]
+
+# transformers builds a model under process-wide settings (meta device, default dtype) while
+# it loads weights, so two threads of one process must not load models at the same time.
+MODEL_LOAD_LOCK = threading.Lock()
+
+
+@dataclass
+class StoredCheckpoint:
+    """A model folder and its archive in the store.
+
+    Attributes:
+        name: a short name (``init-tiny-2x64``, ``init-<base folder>``).
+        path: the folder.
+        blob: the archive's digest in the store's blobs.
+        metrics: numeric final training metrics (trained checkpoints).
+        seconds: training wall time (trained checkpoints).
+    """
+
+    name: str
+    path: Path
+    blob: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def checkpoint_root(store: Store) -> Path:
+    """Where checkpoint folders of ``store`` live: under a local store, else the user cache."""
+    base = Path(store.root) if store.local else Path.home() / ".cache" / "knowlyr"
+    return base / "checkpoints"
+
+
+def archive_checkpoint(store: Store, folder: str | Path) -> str:
+    """Archive ``folder`` as a deterministic tar into the store's blobs; return its digest.
+
+    Example:
+        >>> blob = archive_checkpoint(store, "runs/sft")  # doctest: +SKIP
+        >>> unpack_checkpoint(store, blob)  # doctest: +SKIP
+        '.../checkpoints/unpacked/9f2c...'
+    """
+    folder = Path(folder)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for f in sorted(folder.rglob("*")):
+            if f.is_file():
+                info = tar.gettarinfo(str(f), arcname=str(f.relative_to(folder)))
+                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                with f.open("rb") as fh:
+                    tar.addfile(info, fh)
+    return store.put_blob(buf.getvalue())
+
+
+def unpack_checkpoint(store: Store, blob: str, *, path: str | Path | None = None) -> str:
+    """A local model folder for the archive ``blob``: ``path`` if it still holds the model,
+    else the archive unpacked (once) under :func:`checkpoint_root`.
+
+    Raises:
+        NotFoundError: the blob is not in the store.
+    """
+    if path is not None and (Path(path) / "config.json").is_file():
+        return str(path)
+    target = checkpoint_root(store) / "unpacked" / blob[:16]
+    if not (target / "config.json").is_file():
+        target.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(store.get_blob(blob))) as tar:
+            tar.extractall(target, filter="data")
+    return str(target)
+
+
+def init_policy(
+    store: Store,
+    dataset: Any,
+    *,
+    dataset_name: str,
+    model: str = "tiny",
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    seed: int = 0,
+) -> StoredCheckpoint:
+    """The untrained policy for ``dataset``, saved and archived into the store.
+
+    ``model="tiny"`` builds a tiny model from scratch whose tokenizer is trained on the
+    dataset's texts; anything else is a local checkpoint folder loaded as the base. The
+    dataset's tools and system prompt are saved with the model.
+
+    Args:
+        store: the store to archive into.
+        dataset: an exported ``datasets.Dataset`` (see
+            :func:`knowlyr.export.store_io.load_dataset`).
+        dataset_name: the dataset's name (part of the folder name).
+        model: ``"tiny"`` or a local checkpoint folder.
+        hidden_size: tiny model width.
+        num_layers: tiny model depth.
+        seed: weight init seed.
+
+    Example:
+        >>> ckpt = init_policy(store, ds, dataset_name="sft-all-t0-ab12cd34")  # doctest: +SKIP
+        >>> ckpt.name
+        'init-tiny-2x64'
+    """
+    from knowlyr.train.models import build_tiny_model_for, load_model, save_model
+    from knowlyr.train.run import dataset_prompt_info
+
+    if model == "tiny":
+        net, tok = build_tiny_model_for(
+            dataset, hidden_size=hidden_size, num_layers=num_layers, seed=seed
+        )
+        name = f"init-tiny-{num_layers}x{hidden_size}"
+    else:
+        with MODEL_LOAD_LOCK:
+            net, tok = load_model(model)
+        name = f"init-{Path(model).name}"
+    folder = checkpoint_root(store) / f"{dataset_name}-{name}-s{seed}"
+    save_model(net, tok, folder, **dataset_prompt_info(dataset))
+    return StoredCheckpoint(name=name, path=folder, blob=archive_checkpoint(store, folder))
+
+
+def train_sft_checkpoint(
+    store: Store,
+    dataset: Any,
+    *,
+    init: str | Path,
+    output_dir: str | Path,
+    learning_rate: float = 3e-3,
+    batch_size: int = 16,
+    epochs: float = 10,
+    seed: int = 0,
+    callbacks: Sequence[Any] = (),
+) -> StoredCheckpoint:
+    """SFT the model folder ``init`` on ``dataset`` with TRL; archive the result into the store.
+
+    Logs about four times an epoch, without progress bars.
+
+    Args:
+        store: the store to archive into.
+        dataset: an exported SFT ``datasets.Dataset``.
+        init: the initial model folder (see :func:`unpack_checkpoint`).
+        output_dir: where the trained model is saved.
+        learning_rate: peak learning rate.
+        batch_size: per-device batch size.
+        epochs: training epochs.
+        seed: data order seed.
+        callbacks: ``transformers.TrainerCallback`` objects.
+
+    Returns:
+        The trained folder, its archive, its numeric final metrics and the training time
+        (``name`` is the saved folder's name).
+
+    Example:
+        >>> out = train_sft_checkpoint(store, ds, init=ckpt.path, output_dir="runs/sft")  # doctest: +SKIP
+        >>> out.metrics["train_loss"]  # doctest: +SKIP
+    """
+    from knowlyr.train.models import load_model
+    from knowlyr.train.run import train_sft
+    from knowlyr.train.sft_config import KnowlyrSFTConfig
+
+    with MODEL_LOAD_LOCK:
+        model, tok = load_model(init)
+    config = KnowlyrSFTConfig(
+        output_dir=str(output_dir),
+        learning_rate=learning_rate,
+        per_device_train_batch_size=batch_size,
+        num_train_epochs=epochs,
+        logging_steps=max(1, len(dataset) // batch_size // 4),
+        disable_tqdm=True,
+        seed=seed,
+    )
+    result = train_sft(dataset, model, tok, config, callbacks=list(callbacks))
+    return StoredCheckpoint(
+        name=Path(result.path).name,
+        path=Path(result.path),
+        blob=archive_checkpoint(store, result.path),
+        metrics={k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)},
+        seconds=result.seconds,
+    )

@@ -1,0 +1,65 @@
+"""Checkpoints in a real store: deterministic archives, unpacking, init and SFT of a tiny policy."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from knowlyr.agents.inference import MARKER_FILE
+from knowlyr.errors import NotFoundError
+from knowlyr.export import export_sft
+from knowlyr.store import Store
+from knowlyr.train.checkpoints import (
+    archive_checkpoint,
+    checkpoint_root,
+    init_policy,
+    train_sft_checkpoint,
+    unpack_checkpoint,
+)
+from knowlyr.train.models import load_model
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    return Store.open(str(tmp_path / "store"))
+
+
+def test_archive_is_content_addressed_and_unpacks(store: Store, tmp_path) -> None:
+    folder = tmp_path / "m"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "sub" / "w.bin").write_bytes(b"\x00" * 10)
+    blob = archive_checkpoint(store, folder)
+    (folder / "config.json").touch()  # a new mtime is the same archive
+    assert archive_checkpoint(store, folder) == blob
+    assert unpack_checkpoint(store, blob, path=folder) == str(folder)
+    shutil.rmtree(folder)
+    out = unpack_checkpoint(store, blob, path=folder)
+    assert out.startswith(str(checkpoint_root(store)))
+    assert (tmp_path / "store").as_posix() in out
+    assert (Path(out) / "sub" / "w.bin").read_bytes() == b"\x00" * 10
+    with pytest.raises(NotFoundError):
+        unpack_checkpoint(store, "0" * 64)
+
+
+def test_tiny_policy_is_built_for_the_dataset_and_trained(store: Store, expert_and_random) -> None:
+    good, _ = expert_and_random
+    ds = export_sft(good[:8]).dataset
+    init = init_policy(store, ds, dataset_name="sft-x", hidden_size=32, num_layers=1, seed=1)
+    assert init.name == "init-tiny-1x32" and init.path.name == "sft-x-init-tiny-1x32-s1"
+    saved = json.loads((init.path / MARKER_FILE).read_text())
+    assert saved["tools"] == ds[0]["tools"]
+    again = init_policy(store, ds, dataset_name="sft-x", hidden_size=32, num_layers=1, seed=1)
+    assert again.blob == init.blob  # same data and seed: the same weights, the same address
+    out = train_sft_checkpoint(
+        store, ds, init=init.path, output_dir=store.root + "/run", epochs=1, batch_size=4
+    )
+    assert out.blob != init.blob and out.seconds > 0
+    assert out.metrics["train_loss"] > 0
+    model, tok = load_model(unpack_checkpoint(store, out.blob))
+    assert model.config.hidden_size == 32 and tok.chat_template
+    base = init_policy(store, ds, dataset_name="sft-x", model=str(out.path))
+    assert base.name == f"init-{out.path.name}" and base.blob != init.blob
