@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -12,10 +10,18 @@ from prefect import task
 from pydantic import BaseModel
 
 from knowlyr.store import Manifest, Store
+from knowlyr.train.evaluation import EvalResult
+from knowlyr.train.promotion import (
+    champion_json,
+    compare_and_record,
+    decide_promotion,
+    evaluate_checkpoint,
+    record_promotion,
+)
 from tasks._artifacts import publish_table
 from tasks._cache import STAGE_CACHE
 from tasks.collect import TaskSample
-from tasks.train import MODEL_LOAD_LOCK, Checkpoint, checkpoint_path
+from tasks.train import Checkpoint, checkpoint_path
 
 __all__ = [
     "ComparisonSummary",
@@ -91,22 +97,15 @@ def evaluate_policy(
     max_new_tokens: int = 48,
 ) -> EvalSummary:
     """Run a checkpoint greedily on the held-out tasks and keep success / reward per episode."""
-    from knowlyr.agents.inference import AgentInference
-    from knowlyr.train.evaluation import evaluate_agent
-
-    with MODEL_LOAD_LOCK:
-        bridge = AgentInference.from_pretrained(
-            checkpoint_path(checkpoint), max_new_tokens=max_new_tokens
-        )
-    res = evaluate_agent(
+    res = evaluate_checkpoint(
+        checkpoint_path(checkpoint),
         env_id,
-        bridge.create_agent(name=policy),
         heldout.task_ids,
         n_episodes,
+        name=policy,
         max_steps=max_steps,
         seed=seed,
-        name=policy,
-        keep_trajectories=False,
+        max_new_tokens=max_new_tokens,
     )
     return EvalSummary(
         policy=policy,
@@ -119,24 +118,14 @@ def evaluate_policy(
     )
 
 
-def _clean(d: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, float) and not math.isfinite(v):
-            v = None
-        elif isinstance(v, tuple):
-            v = [None if isinstance(x, float) and not math.isfinite(x) else x for x in v]
-        out[k] = v
-    return out
-
-
 @task(cache_policy=STAGE_CACHE, task_run_name="compare-{candidate}-vs-{baseline}")
 def compare_policies(
     store_url: str, evals: list[EvalSummary], candidate: str, baseline: str, alpha: float = 0.01
 ) -> ComparisonSummary:
     """Compare every policy with the baseline (Fisher, Welch, Mann-Whitney, bootstrap, Bonferroni)."""
-    from knowlyr.train.evaluation import EvalResult, compare_agents
-
+    eval_id = hashlib.sha256(
+        orjson.dumps([e.model_dump() for e in evals], option=orjson.OPT_SORT_KEYS)
+    ).hexdigest()[:16]
     results = [
         EvalResult(
             agent=e.policy,
@@ -145,49 +134,28 @@ def compare_policies(
             successes=e.successes,
             rewards=e.rewards,
             steps=e.steps,
+            checkpoint=e.checkpoint,
         )
         for e in evals
     ]
-    report = compare_agents(results, baseline=baseline, alpha=alpha)
-    eval_id = hashlib.sha256(
-        orjson.dumps([e.model_dump() for e in evals], option=orjson.OPT_SORT_KEYS)
-    ).hexdigest()[:16]
-    now = datetime.now(UTC)
-    rows = [
-        {"eval_id": eval_id, "task_id": tid, "agent": e.policy, "seed": i,
-         "checkpoint": e.checkpoint, "success": ok, "score": r, "n_steps": n,
-         "metrics": orjson.dumps({"baseline": baseline, "env_id": e.env_id}).decode(),
-         "created_at": now}
-        for e in evals
-        for i, (tid, ok, r, n) in enumerate(zip(e.task_ids, e.successes, e.rewards, e.steps, strict=True))
-    ]  # fmt: skip
-    manifest = Store.open(store_url).append("evaluations", rows)
-    board = [_clean(r) for r in report.leaderboard]
-    publish_table("evaluation", board, f"Held-out evaluation: {candidate} vs {baseline}")
+    rec = compare_and_record(
+        Store.open(store_url), results, baseline=baseline, eval_id=eval_id, alpha=alpha
+    )
+    publish_table("evaluation", rec.leaderboard, f"Held-out evaluation: {candidate} vs {baseline}")
     return ComparisonSummary(
         candidate=candidate,
         baseline=baseline,
-        leaderboard=board,
-        comparisons=[_clean(c.to_dict()) for c in report.comparisons],
+        leaderboard=rec.leaderboard,
+        comparisons=rec.comparisons,
         alpha=alpha,
-        evaluations=manifest,
+        evaluations=rec.evaluations,
     )
 
 
 def current_champion(store_url: str, *, excluding: str | None = None) -> Checkpoint | None:
     """The newest promoted checkpoint in the store's ``promotions`` table (not ``excluding``)."""
-    import polars as pl
-
-    store = Store.open(store_url)
-    if store.version("promotions") is None:
-        return None
-    rows = store.read("promotions", filter=pl.col("promoted"))
-    if excluding:
-        rows = rows.filter(pl.col("checkpoint") != excluding)
-    if rows.height == 0:
-        return None
-    best = rows.sort("created_at").row(-1, named=True)
-    return Checkpoint.model_validate_json(best["checkpoint_json"])
+    found = champion_json(Store.open(store_url), excluding=excluding)
+    return None if found is None else Checkpoint.model_validate_json(found)
 
 
 @task(cache_policy=STAGE_CACHE, task_run_name="promote-{candidate.name}-if-better")
@@ -198,47 +166,28 @@ def promote_checkpoint(
     min_improvement: float = 0.0,
 ) -> Decision:
     """Promote the candidate only on a significant improvement; record the decision."""
-    c = comparison.of(comparison.candidate)
-    diff, p = float(c["success_diff"]), c["fisher_p_adj"]
-    p = 1.0 if p is None else float(p)
-    promoted = bool(c["significant"]) and diff > min_improvement
-    if promoted:
-        reason = f"success {c['baseline_success_rate']:.1%} -> {c['success_rate']:.1%}, p={p:.2g} < {comparison.alpha}"
-    elif diff <= min_improvement:
-        reason = f"no improvement: success diff {diff:+.1%} <= {min_improvement:.1%}"
-    else:
-        reason = f"not significant: p={p:.2g} >= {comparison.alpha} (diff {diff:+.1%})"
-    store = Store.open(store_url)
-    row = {
-        "promotion_id": f"{candidate.blob[:16]}-{comparison.evaluations.version if comparison.evaluations else 0}",
-        "checkpoint": candidate.blob,
-        "checkpoint_json": candidate.model_dump_json(),
-        "promoted": promoted,
-        "reason": reason,
-        "baseline": comparison.baseline,
-        "success_before": float(c["baseline_success_rate"]),
-        "success_after": float(c["success_rate"]),
-        "p_value": p,
-        "dataset": candidate.dataset,
-        "created_at": datetime.now(UTC),
-    }
-    manifest = store.append("promotions", [row], key="promotion_id")
-    store.record_run(
-        "promote",
-        inputs={
-            "checkpoint": candidate.blob,
-            **({"evaluations": comparison.evaluations.version} if comparison.evaluations else {}),
-        },
-        outputs={"promotions": manifest.version},
-        params={"promoted": promoted, "reason": reason, "min_improvement": min_improvement},
+    evaluations = comparison.evaluations
+    d = record_promotion(
+        Store.open(store_url),
+        decide_promotion(
+            comparison.of(comparison.candidate),
+            alpha=comparison.alpha,
+            min_improvement=min_improvement,
+        ),
+        checkpoint=candidate.blob,
+        checkpoint_json=candidate.model_dump_json(),
+        baseline=comparison.baseline,
+        dataset=candidate.dataset,
+        evaluations_version=evaluations.version if evaluations else None,
+        min_improvement=min_improvement,
     )
     return Decision(
-        promoted=promoted,
-        reason=reason,
+        promoted=d.promoted,
+        reason=d.reason,
         candidate=candidate,
         baseline=comparison.baseline,
-        success_before=row["success_before"],
-        success_after=row["success_after"],
-        p_value=p,
-        promotions=manifest,
+        success_before=d.success_before,
+        success_after=d.success_after,
+        p_value=d.p_value,
+        promotions=d.promotions,
     )
