@@ -125,7 +125,7 @@ def init_policy(
 
     Example:
         >>> ckpt = init_policy(store, ds, dataset_name="sft-all-t0-ab12cd34")  # doctest: +SKIP
-        >>> ckpt.name
+        >>> ckpt.name  # doctest: +SKIP
         'init-tiny-2x64'
     """
     from knowlyr.train.models import build_tiny_model_for, load_model, save_model
