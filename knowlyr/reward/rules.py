@@ -324,23 +324,49 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
         run = flag.cum_sum() - flag  # global count before this row
         return run - pl.when(first).then(run).otherwise(None).forward_fill()
 
-    df = base.with_columns(
-        _before=before(is_x)
-        + pl.when(read_t)
-        .then(is_w.cum_sum().over("traj", "target") - is_w)
-        .otherwise(before(is_w)),
-        _self=is_x + is_w,
-    ).with_columns(
-        # one Int64 key for (trajectory, signature): a single-key window is ~2x cheaper
-        _prev_after=(pl.col("_before") + pl.col("_self"))
-        .shift(1)
-        .over(pl.col("sig") ^ (pl.col("traj").cast(pl.Int64) * _MIX))
+    # Redundancy on a narrow frame. "Earlier rows of the same group" comes from a stable sort
+    # on one integer key (and back by row), ~5x cheaper here than group windows (``.over``).
+    # Keys mix the trajectory into a 64-bit hash (a collision is negligible at these sizes).
+    key_t = pl.col("target").hash() ^ (pl.col("traj").cast(pl.UInt64) * _MIX)
+    key_s = pl.col("sig") ^ (pl.col("traj").cast(pl.Int64) * _MIX)
+    w = pl.col("_w")
+    new_t = (pl.col("_k") != pl.col("_k").shift(1)).fill_null(True)
+    run_w = w.cum_sum() - w  # in key order: applied writes before this row, all groups
+    red = (
+        base.select(
+            "_row",
+            "sig",
+            _k=key_t,
+            _s=key_s,
+            _x=is_x,
+            _w=is_w,
+            _rt=read_t,
+            _bxw=before(is_x),
+            _bw=before(is_w),
+        )
+        .sort("_k", maintain_order=True)
+        # writes to this row's target earlier in its trajectory
+        .with_columns(_wt=run_w - pl.when(new_t).then(run_w).otherwise(None).forward_fill())
+        .sort("_row")
+        .with_columns(_before=pl.col("_bxw") + pl.when(pl.col("_rt")).then("_wt").otherwise("_bw"))
+        .with_columns(_after=pl.col("_before") + pl.col("_x") + w)
+        .sort("_s", maintain_order=True)
+        # state counter after the previous identical call of the trajectory
+        .with_columns(
+            _prev=pl.when(pl.col("_s") == pl.col("_s").shift(1)).then(pl.col("_after").shift(1))
+        )
+        .sort("_row")
+        .select(
+            "_row",
+            non_redundancy=pl.when(
+                pl.col("sig").is_not_null()
+                & pl.col("_prev").is_not_null()
+                & (pl.col("_before") == pl.col("_prev"))
+            )
+            .then(0.0)
+            .otherwise(1.0),
+        )
     )
-    redundancy = pl.when(
-        pl.col("sig").is_not_null()
-        & pl.col("_prev_after").is_not_null()
-        & (pl.col("_before") == pl.col("_prev_after"))
-    ).then(0.0)
 
     # Regression: replacements reversing an earlier applied replacement, region edits restoring
     # earlier content, explicit undos.
@@ -412,14 +438,14 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
     i1 = pl.col("step").cast(pl.Float64) + 1.0
     ref = pl.coalesce("ref_steps", "_med").alias("reference")
     out = (
-        df.join(regress, on="_row", how="left", maintain_order="left")
+        base.join(regress, on="_row", how="left", maintain_order="left")
         .join(used, on="_row", how="left", maintain_order="left")
         .join(first_reveal, on="traj", how="left", maintain_order="left")
         .join(batch_ref, on="task", how="left", maintain_order="left")
         .select(
+            "_row",
             "traj",
             "step",
-            non_redundancy=redundancy.otherwise(1.0),
             non_regression=pl.when(pl.col("_regress")).then(0.0).otherwise(1.0),
             info_utilization=pl.when(
                 pl.col("_used").is_not_null()
@@ -433,6 +459,9 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
             .otherwise(ref / i1),
             reference=ref,
         )
+    )
+    out = out.join(red, on="_row", how="left", maintain_order="left").select(
+        "traj", "step", *RULE_COLUMNS, "reference"
     )
     return out.collect(engine=_ENGINE)
 
