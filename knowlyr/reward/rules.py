@@ -355,8 +355,7 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             _prev=pl.when(pl.col("_s") == pl.col("_s").shift(1)).then(pl.col("_after").shift(1))
         )
-        .sort("_row")
-        .select(
+        .select(  # in signature order: joined back on the row
             "_row",
             non_redundancy=pl.when(
                 pl.col("sig").is_not_null()
@@ -398,7 +397,10 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
     obs_tok = (
         pl.concat(
             [
-                base.select("traj", "step", tok=pl.col("obs_text").str.extract_all(TOKEN_PATTERN)),
+                # a trajectory's last observation precedes no action: skip its tokens
+                base.filter(pl.col("step") + 1 < pl.col("n_steps")).select(
+                    "traj", "step", tok=pl.col("obs_text").str.extract_all(TOKEN_PATTERN)
+                ),
                 # the task instruction counts as an observation before step 0
                 base.filter(first & (pl.col("instruction") != "")).select(
                     "traj",
