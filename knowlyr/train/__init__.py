@@ -9,7 +9,8 @@ the names below load on first use.
   :mod:`~knowlyr.train.dpo_config` / :mod:`~knowlyr.train.dpo_trainer`,
   :mod:`~knowlyr.train.grpo_config` / :mod:`~knowlyr.train.grpo_trainer`;
 - :mod:`knowlyr.train.run`: :func:`train_sft`, :func:`train_dpo`, :func:`train_grpo`;
-- :mod:`knowlyr.train.evaluation`: :func:`evaluate_agent`, :func:`compare_agents`.
+- :mod:`knowlyr.train.evaluation`: :func:`evaluate_agent`, :func:`compare_agents`;
+- :mod:`knowlyr.train.rewards`: :func:`tool_call_reward` (a verifiable GRPO reward function).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ _EXPORTS = {
     "ComparisonReport": "knowlyr.train.evaluation",
     "evaluate_agent": "knowlyr.train.evaluation",
     "compare_agents": "knowlyr.train.evaluation",
+    "tool_call_reward": "knowlyr.train.rewards",
 }
 
 __all__ = sorted(_EXPORTS)
