@@ -416,15 +416,23 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
     # one UInt64 key per (trajectory, token): single-key integer grouping and joins (a 64-bit
     # hash collision could at worst mark one token as revealed: negligible)
     tkey = pl.col("tok").hash() ^ (pl.col("traj").cast(pl.UInt64) * _MIX)
-    first_seen = obs_tok.group_by(_k=tkey).agg(_seen=pl.col("step").min())
     first_reveal = obs_tok.group_by("traj").agg(_reveal=pl.col("step").min())
-    used = (
+    act_tok = (
         base.filter(pl.col("cat") != "")
         .select("_row", "traj", "step", tok=pl.col("act_text").str.extract_all(TOKEN_PATTERN))
         .explode("tok")
         .drop_nulls("tok")
         .select("_row", "step", _k=tkey)
-        .join(first_seen, on="_k", how="left")
+    )
+    # only observation tokens some action uses matter: filter before grouping them
+    first_seen = (
+        obs_tok.select("step", _k=tkey)
+        .join(act_tok.select("_k"), on="_k", how="semi")
+        .group_by("_k")
+        .agg(_seen=pl.col("step").min())
+    )
+    used = (
+        act_tok.join(first_seen, on="_k", how="left")
         .group_by("_row")
         .agg(_used=(pl.col("_seen") < pl.col("step")).any())
     )
