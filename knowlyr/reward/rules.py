@@ -335,32 +335,32 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
     red = (
         base.select(
             "_row",
-            "sig",
             _k=key_t,
-            _s=key_s,
-            _x=is_x,
+            _s=key_s,  # null for a message step (no signature)
             _w=is_w,
+            _self=is_x + is_w,
             _rt=read_t,
-            _bxw=before(is_x),
-            _bw=before(is_w),
+            # state changes before the row, but for a read's writes to its target (below)
+            _b0=before(is_x) + pl.when(read_t).then(0).otherwise(before(is_w)),
         )
         .sort("_k", maintain_order=True)
         # writes to this row's target earlier in its trajectory
         .with_columns(_wt=run_w - pl.when(new_t).then(run_w).otherwise(None).forward_fill())
         .sort("_row")
-        .with_columns(_before=pl.col("_bxw") + pl.when(pl.col("_rt")).then("_wt").otherwise("_bw"))
-        .with_columns(_after=pl.col("_before") + pl.col("_x") + w)
+        .select(
+            "_row",
+            "_s",
+            _before=pl.col("_b0") + pl.when(pl.col("_rt")).then("_wt").otherwise(0),
+            _self="_self",
+        )
         .sort("_s", maintain_order=True)
         # state counter after the previous identical call of the trajectory
-        .with_columns(
-            _prev=pl.when(pl.col("_s") == pl.col("_s").shift(1)).then(pl.col("_after").shift(1))
-        )
         .select(  # in signature order: joined back on the row
             "_row",
             non_redundancy=pl.when(
-                pl.col("sig").is_not_null()
-                & pl.col("_prev").is_not_null()
-                & (pl.col("_before") == pl.col("_prev"))
+                pl.col("_s").is_not_null()
+                & (pl.col("_s") == pl.col("_s").shift(1))
+                & (pl.col("_before") == (pl.col("_before") + pl.col("_self")).shift(1))
             )
             .then(0.0)
             .otherwise(1.0),
