@@ -86,6 +86,17 @@ def _finish(trainer: Any, dataset: Any, output_dir: str, started: float, out: An
     )
 
 
+def _train(
+    trainer_cls: Any, dataset: Any, model: Any, tokenizer: Any, config: Any, kwargs: dict[str, Any]
+) -> TrainResult:
+    started = time.perf_counter()
+    trainer = trainer_cls(
+        model=model, args=config, train_dataset=dataset, processing_class=tokenizer, **kwargs
+    )
+    out = trainer.train()
+    return _finish(trainer, dataset, config.output_dir, started, out)
+
+
 def train_sft(
     dataset: Any, model: Any, tokenizer: Any, config: Any = None, **trainer_kwargs: Any
 ) -> TrainResult:
@@ -94,16 +105,7 @@ def train_sft(
     from knowlyr.train.sft_trainer import KnowlyrSFTTrainer
 
     config = config or KnowlyrSFTConfig(output_dir="runs/sft")
-    started = time.perf_counter()
-    trainer = KnowlyrSFTTrainer(
-        model=model,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        **trainer_kwargs,
-    )
-    out = trainer.train()
-    return _finish(trainer, dataset, config.output_dir, started, out)
+    return _train(KnowlyrSFTTrainer, dataset, model, tokenizer, config, trainer_kwargs)
 
 
 def train_dpo(
@@ -114,16 +116,7 @@ def train_dpo(
     from knowlyr.train.dpo_trainer import KnowlyrDPOTrainer
 
     config = config or KnowlyrDPOConfig(output_dir="runs/dpo")
-    started = time.perf_counter()
-    trainer = KnowlyrDPOTrainer(
-        model=model,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        **trainer_kwargs,
-    )
-    out = trainer.train()
-    return _finish(trainer, dataset, config.output_dir, started, out)
+    return _train(KnowlyrDPOTrainer, dataset, model, tokenizer, config, trainer_kwargs)
 
 
 def train_grpo(
@@ -134,13 +127,4 @@ def train_grpo(
     from knowlyr.train.grpo_trainer import KnowlyrGRPOTrainer
 
     config = config or KnowlyrGRPOConfig(output_dir="runs/grpo")
-    started = time.perf_counter()
-    trainer = KnowlyrGRPOTrainer(
-        model=model,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        **trainer_kwargs,
-    )
-    out = trainer.train()
-    return _finish(trainer, dataset, config.output_dir, started, out)
+    return _train(KnowlyrGRPOTrainer, dataset, model, tokenizer, config, trainer_kwargs)
