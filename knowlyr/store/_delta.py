@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["DeltaTables"]
 
 _MAX_COMMIT_RETRIES = 20
+_PARTIAL_UPLOAD = re.compile(r"\.parquet#\d+$")
 _ZSTD_LEVEL = 3
 
 
@@ -240,12 +243,36 @@ class DeltaTables:
                 f"no table {table!r} in {self.url}; existing: {sorted(self.tables())}"
             )
         with table_lock(self._lock_dir, table):
-            return dt.vacuum(
+            listed = dt.vacuum(
                 retention_hours=retention_hours,
                 dry_run=dry_run,
                 enforce_retention_duration=retention_hours >= 168,
                 full=True,
             )
+            return listed + self._partial_uploads(table, retention_hours, dry_run=dry_run)
+
+    def _partial_uploads(self, table: str, retention_hours: int, *, dry_run: bool) -> list[str]:
+        """Half-written ``*.parquet#N`` files of a local writer killed mid-upload.
+
+        The local object store writes a data file under a temporary ``name#N`` and renames it
+        when complete, so a writer killed in between leaves a file Delta's vacuum does not know.
+        Called under the table lock, which every local writer holds while it writes, so none of
+        these files belongs to a live write. Remote stores have no such files.
+        """
+        if not self.local:
+            return []
+        root = self.table_uri(table).removeprefix("file://")
+        cutoff = time.time() - retention_hours * 3600
+        found = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if d != "_delta_log"]
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                if _PARTIAL_UPLOAD.search(name) and os.path.getmtime(path) <= cutoff:
+                    found.append(os.path.relpath(path, root))
+                    if not dry_run:
+                        os.remove(path)
+        return sorted(found)
 
     # -- writes ---------------------------------------------------------------------------
 

@@ -107,3 +107,23 @@ def test_writer_killed_mid_write_leaves_last_version_readable(tmp_path) -> None:
     again = reopened.add_trajectories(extra)
     assert (again.new, again.version, again.rows) == (100, v_now + 1, rows + 100)
     assert reopened.read("trajectories", version=first.version).height == 50
+
+
+def test_vacuum_removes_half_written_uploads_of_a_killed_local_writer(tmp_path) -> None:
+    """A writer killed while its data file still has the local object store's temporary
+    ``name#N`` leaves a file Delta does not track; vacuum lists it and removes it."""
+    url = str(tmp_path / "store")
+    store = Store.open(url)
+    store.add_trajectories([make_traj(i) for i in range(20)])
+    tdir = os.path.join(url, "tables", "trajectories")
+    partial = os.path.join(tdir, "part-00000-deadbeef-c000.zstd.parquet#1")
+    with open(partial, "wb") as f:
+        f.write(b"PAR1 truncated")
+    assert "part-00000-deadbeef-c000.zstd.parquet#1" in store.vacuum(
+        "trajectories", dry_run=True, retention_hours=0
+    )
+    assert os.path.exists(partial)  # a dry run deletes nothing
+    assert store.vacuum("trajectories", dry_run=True, retention_hours=1) == []  # too recent
+    store.vacuum("trajectories", dry_run=False, retention_hours=0)
+    assert not os.path.exists(partial)
+    assert Store.open(url).count("trajectories") == 20
