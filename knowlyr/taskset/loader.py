@@ -19,9 +19,8 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from knowlyr.errors import ConfigError
 from knowlyr.taskset.suite import register_tasks, split_of
-from knowlyr.taskset.swebench import Rejected, SWEBenchLoad
+from knowlyr.taskset.swebench import Rejected, SWEBenchLoad, jsonl_lines
 from knowlyr.taskset.task import Task
 
 __all__ = ["TaskLoad", "load_tasks"]
@@ -42,16 +41,9 @@ def load_tasks(path: str | Path, *, register: bool = True) -> TaskLoad:
     Raises:
         ConfigError: the file cannot be read.
     """
-    p = Path(path)
-    try:
-        lines = p.read_bytes().splitlines()
-    except OSError as e:
-        raise ConfigError(f"cannot read task file {p}: {e.strerror}") from e
     out = TaskLoad()
     seen: set[str] = set()
-    for n, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
+    for n, raw in jsonl_lines(path, "task file"):
         tid = None
         try:
             rec = orjson.loads(raw)
@@ -60,7 +52,7 @@ def load_tasks(path: str | Path, *, register: bool = True) -> TaskLoad:
             tid = rec.get("task_id")
             task = Task.model_validate(rec)
             if task.task_id in seen:
-                raise ValueError(f"task_id {task.task_id!r} appears twice in {p}")
+                raise ValueError(f"task_id {task.task_id!r} appears twice in {path}")
             if "split" not in rec:
                 task.split = split_of(task.task_id)
             if task.domain == "coding" and task.hidden_tests and not task.test_command:

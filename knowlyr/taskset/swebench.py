@@ -88,6 +88,20 @@ class SWEBenchLoad:
         return len(self.tasks)
 
 
+def jsonl_lines(path: str | Path, what: str) -> list[tuple[int, bytes]]:
+    """``(line number, bytes)`` of the non-blank lines of a JSONL file.
+
+    Raises:
+        ConfigError: the file cannot be read (the message names ``what`` and the path).
+    """
+    p = Path(path)
+    try:
+        lines = p.read_bytes().splitlines()
+    except OSError as e:
+        raise ConfigError(f"cannot read {what} {p}: {e.strerror}") from e
+    return [(n, raw) for n, raw in enumerate(lines, start=1) if raw.strip()]
+
+
 def _test_list(value: Any, name: str) -> list[str]:
     if isinstance(value, str):
         try:
@@ -192,15 +206,8 @@ def load_swebench(
     Raises:
         ConfigError: the file cannot be read.
     """
-    p = Path(path)
-    try:
-        lines = p.read_bytes().splitlines()
-    except OSError as e:
-        raise ConfigError(f"cannot read SWE-bench file {p}: {e.strerror}") from e
     out = SWEBenchLoad()
-    for n, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
+    for n, raw in jsonl_lines(path, "SWE-bench file"):
         iid = None
         try:
             rec = orjson.loads(raw)
