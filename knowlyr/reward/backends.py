@@ -158,12 +158,23 @@ class OpenAIBackend:
 
 
 class HFBackend:
-    """A local Hugging Face causal LM (greedy decoding, one generation at a time, in a thread).
+    """A local Hugging Face causal LM, greedy decoding, with requests batched on the fly.
+
+    Calls that arrive while the model is busy queue up; one worker thread takes up to
+    ``batch_size`` of them at a time and answers them with a single left-padded ``generate``.
+    Greedy decoding makes each answer the one the request would get alone (a request asking
+    for fewer tokens gets the prefix of the longer generation, which is what greedy decoding
+    produces), so batching changes throughput, not answers.
 
     Args:
         model: a folder with a saved model (and tokenizer), or a loaded ``PreTrainedModel``.
         tokenizer: the tokenizer when ``model`` is an object (else loaded from the folder).
         max_input_tokens: the prompt is cut from the left to this many tokens.
+        batch_size: the most requests answered by one ``generate`` call.
+        device: where the model runs.
+
+    Example:
+        >>> backend = HFBackend("./judge-model", batch_size=8)  # doctest: +SKIP
     """
 
     def __init__(
@@ -172,12 +183,11 @@ class HFBackend:
         tokenizer: Any = None,
         *,
         max_input_tokens: int = 4096,
+        batch_size: int = 8,
         device: str = "cpu",
     ):
-        if isinstance(model, str | Path) and not Path(model).is_dir():
-            raise ConfigError(
-                f"hf judge: model folder {model} does not exist (pass a local folder; nothing is downloaded)"
-            )
+        if batch_size < 1:
+            raise ConfigError(f"hf judge: batch_size must be >= 1, got {batch_size}")
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if isinstance(model, str | Path):
@@ -197,38 +207,96 @@ class HFBackend:
         self.tokenizer = tokenizer
         self.device = device
         self.max_input_tokens = max_input_tokens
+        self.batch_size = batch_size
+        self.batches: list[int] = []  # size of every generate call, for inspection
+        self._pending: list[tuple[list[int], int, asyncio.Future, asyncio.AbstractEventLoop]] = []
         self._lock = threading.Lock()
+        self._worker: threading.Thread | None = None
 
-    def _generate(self, system: str, prompt: str, max_tokens: int) -> Completion:
-        import torch
-
+    def _prompt_ids(self, system: str, prompt: str) -> list[int]:
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             ids = tok.apply_chat_template(
                 [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
                 add_generation_prompt=True,
-                return_tensors="pt",
                 return_dict=True,
             )["input_ids"]
         else:
-            ids = tok(f"{system}\n\n{prompt}\n", return_tensors="pt")["input_ids"]
-        ids = ids[:, -self.max_input_tokens :].to(self.device)
+            ids = tok(f"{system}\n\n{prompt}\n")["input_ids"]
+        return list(ids)[-self.max_input_tokens :]
+
+    def generate(self, prompts: list[list[int]], max_tokens: list[int]) -> list[Completion]:
+        """Answer token-id prompts with one greedy ``generate`` (left padding).
+
+        Args:
+            prompts: the prompts' token ids.
+            max_tokens: the most new tokens for each prompt.
+        """
+        import torch
+
+        tok = self.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        with self._lock, torch.no_grad():
+        eos = self.model.generation_config.eos_token_id
+        stop = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+        with torch.no_grad():
             out = self.model.generate(
-                input_ids=ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=max_tokens,
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                max_new_tokens=max(max_tokens),
                 do_sample=False,
                 pad_token_id=pad,
             )
-        new = out[0, ids.shape[1] :]
-        return Completion(
-            tok.decode(new, skip_special_tokens=True), int(ids.shape[1]), int(new.shape[0])
-        )
+        self.batches.append(len(prompts))
+        answers = []
+        for i, (p, limit) in enumerate(zip(prompts, max_tokens, strict=True)):
+            new = out[i, width:].tolist()[:limit]
+            for j, t in enumerate(new):
+                if t in stop:  # alone, generation would have stopped here
+                    new = new[: j + 1]
+                    break
+            answers.append(Completion(tok.decode(new, skip_special_tokens=True), len(p), len(new)))
+        return answers
+
+    def _serve(self) -> None:
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._worker = None
+                    return
+                batch = self._pending[: self.batch_size]
+                del self._pending[: self.batch_size]
+            try:
+                answers: list[Any] = self.generate([b[0] for b in batch], [b[1] for b in batch])
+            except Exception as e:  # every caller in the batch gets the error
+                answers = [e] * len(batch)
+            for (_, _, fut, loop), a in zip(batch, answers, strict=True):
+                loop.call_soon_threadsafe(_settle, fut, a)
 
     async def complete(self, system: str, prompt: str, *, max_tokens: int) -> Completion:
-        return await asyncio.to_thread(self._generate, system, prompt, max_tokens)
+        loop = asyncio.get_running_loop()
+        ids = self._prompt_ids(system, prompt)
+        fut = loop.create_future()
+        with self._lock:
+            self._pending.append((ids, max_tokens, fut, loop))
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._serve, name="hf-judge", daemon=True)
+                self._worker.start()
+        return await fut
+
+
+def _settle(fut: asyncio.Future, answer: Any) -> None:
+    if fut.cancelled():
+        return
+    if isinstance(answer, BaseException):
+        fut.set_exception(answer)
+    else:
+        fut.set_result(answer)
 
 
 def make_backend(spec: str, **kwargs: Any) -> JudgeBackend:
