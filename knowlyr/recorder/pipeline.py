@@ -451,10 +451,19 @@ def iter_bytes(
 
 
 # -- process pool -----------------------------------------------------------------------------
+# A work unit is a batch of whole files (or a ~1 MB slice of a big JSONL file), so the pool's
+# per-task cost (futures, queues, a wake-up of the parent) is paid once per batch, not per log.
+# A worker answers with ONE pickled bytes object per unit: per file, its results as plain
+# tuples (see pack_trajectory), which pickle in C; pickling the pydantic models themselves
+# goes through Python-level __reduce_ex__ for every nested model and costs more than the
+# conversion.
+
+_BATCH_FILES = 64  # whole files per work unit
+_BATCH_BYTES = 4 << 20  # ... or fewer when they add up to more than this
 
 
 def _pack(results: Iterable[Converted | Rejected]) -> bytes:
-    """Results as one pickled blob of plain tuples (the pool then moves a single bytes object)."""
+    """One file's (or JSONL slice's) results as one pickled blob of plain tuples."""
     out: list[tuple] = []
     for r in results:
         if isinstance(r, Converted):
@@ -465,18 +474,16 @@ def _pack(results: Iterable[Converted | Rejected]) -> bytes:
 
 
 def _unpack(blob: bytes) -> list[Converted | Rejected]:
-    # Rebuilding allocates many objects at once and the cyclic GC would walk them again and
-    # again (half the parent's time); trajectories are trees that refcounting frees, so the
-    # collector pauses for the duration of one work unit.
+    # Rebuilding allocates many objects at once; trajectories are trees that refcounting
+    # frees, so the cyclic collector pauses while one file's results are rebuilt.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        packed = pickle.loads(blob)
         return [
             Rejected(p[1], p[2], p[3], p[4])
             if p[0] is None
             else Converted(unpack_trajectory(p[0]), p[1], p[2])
-            for p in packed
+            for p in pickle.loads(blob)
         ]
     finally:
         if was_enabled:
@@ -490,14 +497,17 @@ def _worker_init() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
-def _work_file(args: tuple[str, str | None, bool]) -> bytes:
-    path, fmt, redact = args
-    return _pack(_iter_file(Path(path), fmt, redact))
+def _work_files(args: tuple[list[str], str | None, bool]) -> list[tuple[str, bytes]]:
+    """Convert a batch of files; each file's results are packed as soon as they are made, so
+    a worker holds one file's objects at a time."""
+    paths, fmt, redact = args
+    return [(p, _pack(_iter_file(Path(p), fmt, redact))) for p in paths]
 
 
-def _work_lines(args: tuple[str, str, int, bytes, bool]) -> bytes:
+def _work_lines(args: tuple[str, str, int, bytes, bool]) -> list[tuple[str, bytes]]:
     path, fmt, first_line, chunk, redact = args
-    return _pack(_iter_lines(get_adapter(fmt), path, chunk.split(b"\n"), first_line, redact))
+    lines = chunk.split(b"\n")
+    return [(path, _pack(_iter_lines(get_adapter(fmt), path, lines, first_line, redact)))]
 
 
 def _chunkable(p: Path) -> bool:
@@ -509,10 +519,19 @@ def _chunkable(p: Path) -> bool:
     )
 
 
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
 def _units(
     files: list[Path], fmt: str | None, redact: bool
-) -> Iterator[tuple[Callable[..., Any], tuple]]:
-    """Work units: whole files, and ~1 MB slices of line-per-record JSONL files."""
+) -> Iterator[tuple[Callable[..., bytes], tuple]]:
+    """Work units: batches of whole files, and ~1 MB slices of line-per-record JSONL files."""
+    batch: list[str] = []
+    size = 0
     for p in files:
         sp = str(p)
         if _chunkable(p):
@@ -521,25 +540,40 @@ def _units(
             except RecordError:
                 a = None
             if a is not None and not a.session:
-                line = 1
-                with open(p, "rb") as f:
-                    rest = b""
-                    while True:
-                        block = f.read(_CHUNK_BYTES)
-                        if not block:
-                            if rest:
-                                yield _work_lines, (sp, a.name, line, rest, redact)
-                            break
-                        block = rest + block
-                        cut = block.rfind(b"\n")
-                        if cut < 0:
-                            rest = block
-                            continue
-                        chunk, rest = block[:cut], block[cut + 1 :]
-                        yield _work_lines, (sp, a.name, line, chunk, redact)
-                        line += chunk.count(b"\n") + 1
+                if batch:
+                    yield _work_files, (batch, fmt, redact)
+                    batch, size = [], 0
+                yield from _slices(p, a.name, redact)
                 continue
-        yield _work_file, (sp, fmt, redact)
+        batch.append(sp)
+        size += _size(p)
+        if len(batch) >= _BATCH_FILES or size >= _BATCH_BYTES:
+            yield _work_files, (batch, fmt, redact)
+            batch, size = [], 0
+    if batch:
+        yield _work_files, (batch, fmt, redact)
+
+
+def _slices(p: Path, fmt: str, redact: bool) -> Iterator[tuple[Callable[..., bytes], tuple]]:
+    """~1 MB slices of a JSONL file, cut at line ends, read lazily (bounded memory)."""
+    sp = str(p)
+    line = 1
+    with open(p, "rb") as f:
+        rest = b""
+        while True:
+            block = f.read(_CHUNK_BYTES)
+            if not block:
+                if rest:
+                    yield _work_lines, (sp, fmt, line, rest, redact)
+                break
+            block = rest + block
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                rest = block
+                continue
+            chunk, rest = block[:cut], block[cut + 1 :]
+            yield _work_lines, (sp, fmt, line, chunk, redact)
+            line += chunk.count(b"\n") + 1
 
 
 def iter_records(
@@ -587,26 +621,31 @@ def iter_records(
     path_of = {str(p): p for p in files}
     units = _units(files, format, redact)  # lazy: big JSONL files are read slice by slice
     with ProcessPoolExecutor(max_workers=n, initializer=_worker_init) as pool:
-        pending: deque[tuple[str, Any]] = deque()
+        pending: deque[Any] = deque()
 
         def submit_next() -> bool:
             nxt = next(units, None)
             if nxt is None:
                 return False
             fn, args = nxt
-            pending.append((args[0], pool.submit(fn, args)))
+            pending.append(pool.submit(fn, args))
             return True
 
         more = True
-        while more and len(pending) < n * 4:
+        while more and len(pending) < n * 2:
             more = submit_next()
+        last: str | None = None
         while pending:
-            p, fut = pending.popleft()
-            yield from _unpack(fut.result())
+            groups = pending.popleft().result()
             if more:
                 more = submit_next()
-            if progress is not None and (not pending or pending[0][0] != p):
-                progress(path_of[p])  # the file's last unit is done
+            for p, blob in groups:
+                if progress is not None and last is not None and p != last:
+                    progress(path_of[last])  # a file's groups are consecutive: it is done
+                last = p
+                yield from _unpack(blob)
+        if progress is not None and last is not None:
+            progress(path_of[last])
 
 
 def convert(
