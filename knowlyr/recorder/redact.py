@@ -9,7 +9,10 @@ the same key can be correlated without keeping the key::
     sk-proj-AbC...xyz  ->  [REDACTED:openai_key#3f2a1b9c0d4e]
 
 Redaction works on the JSON bytes, never crossing a string boundary: no rule matches a
-double quote or a backslash, so the document stays valid JSON.
+double quote or a backslash, so the document stays valid JSON. A secret whose characters
+the JSON spells as escapes (``"sk-\\u0061bc..."``, ``https:\\/\\/user:pw@...``) is found
+too: when the log has escapes of printable ASCII, it is read again with them decoded, and
+if that finds secrets the decoded (same JSON value) bytes are what is kept, redacted.
 
 Speed: one pass over the bytes finds every rule's literal triggers (``sk-``, ``AKIA``,
 ``password``...) with a SIMD Aho-Corasick automaton (``ahocorasick-rs``, ~4 GB/s); each rule's
@@ -193,6 +196,30 @@ for (_kind, _trig, _p, _g), _rule in zip(_RULES, _COMPILED, strict=True):
             _BY_TRIGGER.append([])
         _BY_TRIGGER[_TRIGGERS.index(_t)].append(_rule)
 
+# JSON may spell printable ASCII as \u0020-\u007e (and "/" as "\/"): "sk-\u0061bc..." is the
+# secret "sk-abc...". These triggers have no rule: seeing one makes redact_bytes look again at
+# the log with such escapes decoded (see _unescape_ascii).
+for _t in (b"\\/", *(b"\\u00%d" % d for d in range(2, 8))):
+    _TRIGGERS.append(_t)
+    _BY_TRIGGER.append([])
+_ESCAPE = re.compile(rb"\\(?:u00([2-7][0-9A-Fa-f])|(/)|.)", re.S)
+
+
+def _unescape_char(m: re.Match[bytes]) -> bytes:
+    if m.group(2):
+        return b"/"
+    h = m.group(1)
+    if h is None:
+        return m.group(0)  # any other escape (\\, \", \n, \u00e9...) stays as written
+    c = int(h, 16)
+    return m.group(0) if c in (0x22, 0x5C, 0x7F) else bytes((c,))
+
+
+def _unescape_ascii(data: bytes) -> bytes:
+    """``data`` with JSON escapes of printable ASCII other than ``"`` and ``\\`` (and ``\\/``)
+    written as the character itself: the same JSON value, so a pattern can see the secret."""
+    return _ESCAPE.sub(_unescape_char, data)
+
 
 def _make_scanner() -> Callable[[bytes], list[tuple[int, int, int]]]:
     """All trigger positions in one pass: a SIMD Aho-Corasick (ahocorasick-rs) when installed,
@@ -247,10 +274,15 @@ def redact_bytes(data: bytes) -> tuple[bytes, list[Redaction]]:
     hits: list[Redaction] = []
     parts: list[bytes] = []
     last = 0
+    escaped = False
     for idx, pos, _end in found:
         if pos < last:
             continue
-        for rule in _BY_TRIGGER[idx]:
+        rules = _BY_TRIGGER[idx]
+        if not rules:  # an escaped ASCII character: the log must be read again decoded
+            escaped = True
+            continue
+        for rule in rules:
             m = rule.regex.match(data, pos)
             if m is None:
                 continue
@@ -270,6 +302,12 @@ def redact_bytes(data: bytes) -> tuple[bytes, list[Redaction]]:
             parts.append(b"[REDACTED:" + kind.encode() + b"#" + fp.encode() + b"]")
             last = end
             break
+    if escaped:
+        plain = _unescape_ascii(data)
+        if plain != data:
+            clean, plain_hits = redact_bytes(plain)
+            if plain_hits:  # stored decoded (the same JSON value), the secrets replaced
+                return clean, plain_hits
     if not hits:
         return data, []
     parts.append(data[last:])

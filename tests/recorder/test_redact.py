@@ -195,3 +195,57 @@ def test_json_stays_valid_after_redaction() -> None:
     assert len(hits) == 3
     back = orjson.loads(clean)
     assert orjson.loads(back["tool_call_metadata"])["password"].startswith("[REDACTED:password#")
+
+
+def _escape_ascii(s: str, every: int = 1) -> str:
+    """``s`` written the way a JSON encoder may: each ``every``-th character as ``\\u00XX``."""
+    return "".join(f"\\u{ord(c):04x}" if i % every == 0 else c for i, c in enumerate(s))
+
+
+def test_secrets_written_with_json_escapes_are_redacted(tmp_path: Path) -> None:
+    key, token = SECRETS["openai_key"], SECRETS["github_token"]
+    aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    raw = (
+        '[{"id": 0, "source": "user", "action": "message", "args": {"content": "caf\\u00e9 '
+        'x \\\\u0073k-not-a-key-just-text \\u003cb\\u003e"}},\n'
+        ' {"id": 1, "source": "agent", "action": "run", "args": {"command": "export K=sk-'
+        + _escape_ascii(key[3:], every=3)  # "sk-\u0070ro\u006a-..." (every third escaped)
+        + '"}},\n {"id": 2, "cause": 1, "observation": "run", "content": "'
+        + _escape_ascii("GITHUB_TOKEN=" + token)  # every character escaped
+        + "\\naws_secret_access_key = "
+        + aws.replace("/", "\\/")  # "\/" is a legal JSON escape too
+        + '", "extras": {"metadata": {"exit_code": 0}}},\n'
+        ' {"id": 3, "source": "agent", "action": "run", "args": {"command": "ls"}, '
+        '"tool_call_metadata": {"\\u0061pi_key": "' + _escape_ascii(key, every=2) + '"}}]'
+    ).encode()
+    assert orjson.loads(raw)[1]["args"]["command"] == f"export K={key}"  # what a parser sees
+    p = tmp_path / "escaped.json"
+    p.write_bytes(raw)
+    (r,) = iter_records([p])
+    assert isinstance(r, Converted)
+    t = r.trajectory
+    out = t.to_json().decode()
+    for secret in (key, token, aws):
+        for blob in (out, r.raw.decode(), repr(r.redactions)):
+            assert secret not in blob
+        assert secret not in orjson.loads(r.raw).__repr__()  # not even once decoded
+    # the stored raw blob is still the same JSON, secrets replaced
+    doc = orjson.loads(r.raw)
+    assert doc[1]["args"]["command"].startswith("export K=[REDACTED:openai_key#")
+    assert doc[3]["tool_call_metadata"]["api_key"].startswith("[REDACTED:openai_key#")
+    assert t.task.instruction == "café x \\u0073k-not-a-key-just-text <b>"  # text left as is
+    assert t.steps[0].action.params["command"].startswith("export K=[REDACTED:openai_key#")
+    assert "GITHUB_TOKEN=[REDACTED:github_token#" in t.steps[0].observation.output
+    assert "aws_secret_access_key = [REDACTED:aws_secret_key#" in t.steps[0].observation.output
+    where = {(x.kind, x.step, x.field) for x in r.redactions}
+    assert ("openai_key", 0, "action.params.command") in where
+    assert ("github_token", 0, "observation.output") in where
+    assert ("aws_secret_key", 0, "observation.output") in where
+    assert ("openai_key", None, "raw") not in where  # same fingerprint, located in step 0
+    fp = {x.fingerprint for x in r.redactions if x.kind == "openai_key"}
+    assert fp == {redact_text(key)[1][0].fingerprint}  # fingerprint of the decoded secret
+
+
+def test_escaped_text_without_secrets_is_stored_as_written() -> None:
+    doc = b'{"a": "caf\\u00e9 \\u003cdiv\\u003e https:\\/\\/example.com \\\\u0073k-x"}'
+    assert redact_bytes(doc) == (doc, [])
