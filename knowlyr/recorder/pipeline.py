@@ -34,11 +34,10 @@ from knowlyr.recorder.base import (
     Adapter,
     adapters,
     get_adapter,
-    pack_trajectory,
     source,
-    unpack_trajectory,
 )
 from knowlyr.recorder.redact import Redaction, locate_redactions, redact_bytes
+from knowlyr.recorder.transfer import pack_trajectory, unpack_trajectory
 from knowlyr.trajectory import Trajectory
 
 __all__ = [
