@@ -77,7 +77,10 @@ def convert_cmd(
         True, "--redact/--no-redact", help="Redact API keys, tokens and passwords."
     ),
     workers: int = typer.Option(
-        1, "-w", "--workers", help="Processes to convert with (0 = one per CPU)."
+        0,
+        "-w",
+        "--workers",
+        help="Processes to convert with (0 = one per CPU; small inputs stay in this process).",
     ),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any record is rejected."),
 ) -> None:

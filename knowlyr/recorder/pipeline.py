@@ -14,14 +14,11 @@ Example:
 
 from __future__ import annotations
 
-import gc
 import gzip
 import hashlib
 import os
-import pickle
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -37,7 +34,6 @@ from knowlyr.recorder.base import (
     source,
 )
 from knowlyr.recorder.redact import Redaction, locate_redactions, redact_bytes
-from knowlyr.recorder.transfer import pack_trajectory, unpack_trajectory
 from knowlyr.trajectory import Trajectory
 
 __all__ = [
@@ -69,9 +65,6 @@ def _read(path: Path) -> bytes:
 
 def _is_lines(path: Path) -> bool:
     return path.name.removesuffix(".gz").endswith(_LINE_SUFFIXES)
-
-
-_CHUNK_BYTES = 1 << 20  # JSONL work unit for the process pool
 
 
 @dataclass(slots=True)
@@ -449,132 +442,6 @@ def iter_bytes(
         yield from _iter_lines(adapter, path, data.split(b"\n"), 1, redact)
 
 
-# -- process pool -----------------------------------------------------------------------------
-# A work unit is a batch of whole files (or a ~1 MB slice of a big JSONL file), so the pool's
-# per-task cost (futures, queues, a wake-up of the parent) is paid once per batch, not per log.
-# A worker answers with ONE pickled bytes object per unit: per file, its results as plain
-# tuples (see pack_trajectory), which pickle in C; pickling the pydantic models themselves
-# goes through Python-level __reduce_ex__ for every nested model and costs more than the
-# conversion.
-
-_BATCH_FILES = 64  # whole files per work unit
-_BATCH_BYTES = 4 << 20  # ... or fewer when they add up to more than this
-
-
-def _pack(results: Iterable[Converted | Rejected]) -> bytes:
-    """One file's (or JSONL slice's) results as one pickled blob of plain tuples."""
-    out: list[tuple] = []
-    for r in results:
-        if isinstance(r, Converted):
-            out.append((pack_trajectory(r.trajectory), r.raw, r.redactions))
-        else:
-            out.append((None, r.path, r.line, r.reason, r.raw))
-    return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _unpack(blob: bytes) -> list[Converted | Rejected]:
-    # Rebuilding allocates many objects at once; trajectories are trees that refcounting
-    # frees, so the cyclic collector pauses while one file's results are rebuilt.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return [
-            Rejected(p[1], p[2], p[3], p[4])
-            if p[0] is None
-            else Converted(unpack_trajectory(p[0]), p[1], p[2])
-            for p in pickle.loads(blob)
-        ]
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _worker_init() -> None:
-    """Pool workers: stop re-scanning what the fork inherited, and collect young objects rarely
-    (a work unit makes ~100k short-lived, acyclic objects)."""
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
-
-
-def _work_files(args: tuple[list[str], str | None, bool]) -> list[tuple[str, bytes]]:
-    """Convert a batch of files; each file's results are packed as soon as they are made, so
-    a worker holds one file's objects at a time."""
-    paths, fmt, redact = args
-    return [(p, _pack(_iter_file(Path(p), fmt, redact))) for p in paths]
-
-
-def _work_lines(args: tuple[str, str, int, bytes, bool]) -> list[tuple[str, bytes]]:
-    path, fmt, first_line, chunk, redact = args
-    lines = chunk.split(b"\n")
-    return [(path, _pack(_iter_lines(get_adapter(fmt), path, lines, first_line, redact)))]
-
-
-def _chunkable(p: Path) -> bool:
-    return (
-        _is_lines(p)
-        and not p.name.endswith(".gz")
-        and p.is_file()
-        and p.stat().st_size > _CHUNK_BYTES
-    )
-
-
-def _size(p: Path) -> int:
-    try:
-        return p.stat().st_size
-    except OSError:
-        return 0
-
-
-def _units(
-    files: list[Path], fmt: str | None, redact: bool
-) -> Iterator[tuple[Callable[..., bytes], tuple]]:
-    """Work units: batches of whole files, and ~1 MB slices of line-per-record JSONL files."""
-    batch: list[str] = []
-    size = 0
-    for p in files:
-        sp = str(p)
-        if _chunkable(p):
-            try:
-                a = get_adapter(fmt) if fmt else _sniff(_first_line_obj(p))
-            except RecordError:
-                a = None
-            if a is not None and not a.session:
-                if batch:
-                    yield _work_files, (batch, fmt, redact)
-                    batch, size = [], 0
-                yield from _slices(p, a.name, redact)
-                continue
-        batch.append(sp)
-        size += _size(p)
-        if len(batch) >= _BATCH_FILES or size >= _BATCH_BYTES:
-            yield _work_files, (batch, fmt, redact)
-            batch, size = [], 0
-    if batch:
-        yield _work_files, (batch, fmt, redact)
-
-
-def _slices(p: Path, fmt: str, redact: bool) -> Iterator[tuple[Callable[..., bytes], tuple]]:
-    """~1 MB slices of a JSONL file, cut at line ends, read lazily (bounded memory)."""
-    sp = str(p)
-    line = 1
-    with open(p, "rb") as f:
-        rest = b""
-        while True:
-            block = f.read(_CHUNK_BYTES)
-            if not block:
-                if rest:
-                    yield _work_lines, (sp, fmt, line, rest, redact)
-                break
-            block = rest + block
-            cut = block.rfind(b"\n")
-            if cut < 0:
-                rest = block
-                continue
-            chunk, rest = block[:cut], block[cut + 1 :]
-            yield _work_lines, (sp, fmt, line, chunk, redact)
-            line += chunk.count(b"\n") + 1
-
-
 def iter_records(
     paths: Iterable[str | Path] | str | Path,
     *,
@@ -590,7 +457,9 @@ def iter_records(
         format: a format name from :func:`list_formats`; ``None`` detects it per file.
         redact: replace API keys, tokens and passwords before anything is parsed or kept.
         workers: processes to convert with (``1`` converts in this process; ``0`` = one per CPU).
-            Worth it for large batches; results come back in the same order.
+            Worth it for large batches (a few hundred logs or a JSONL file over 1 MB; smaller
+            inputs are converted in this process, which is faster than starting a pool);
+            results are the same and come back in the same order.
         progress: called with each file's path once its records have been yielded.
 
     Raises:
@@ -606,45 +475,16 @@ def iter_records(
         raise ValueError(f"workers must be >= 0, got {workers}")
     files = list(iter_files(paths))
     n = workers or os.cpu_count() or 1
-    if n <= 1 or len(files) == 0:
-        for p in files:
-            yield from _iter_file(p, format, redact)
-            if progress is not None:
-                progress(p)
-        return
-    if len(files) == 1 and not _chunkable(files[0]):
-        yield from _iter_file(files[0], format, redact)
+    if n > 1:
+        from knowlyr.recorder import pool
+
+        if pool.worth_it(files):
+            yield from pool.iter_pool(files, format, redact, n, progress)
+            return
+    for p in files:
+        yield from _iter_file(p, format, redact)
         if progress is not None:
-            progress(files[0])
-        return
-    path_of = {str(p): p for p in files}
-    units = _units(files, format, redact)  # lazy: big JSONL files are read slice by slice
-    with ProcessPoolExecutor(max_workers=n, initializer=_worker_init) as pool:
-        pending: deque[Any] = deque()
-
-        def submit_next() -> bool:
-            nxt = next(units, None)
-            if nxt is None:
-                return False
-            fn, args = nxt
-            pending.append(pool.submit(fn, args))
-            return True
-
-        more = True
-        while more and len(pending) < n * 2:
-            more = submit_next()
-        last: str | None = None
-        while pending:
-            groups = pending.popleft().result()
-            if more:
-                more = submit_next()
-            for p, blob in groups:
-                if progress is not None and last is not None and p != last:
-                    progress(path_of[last])  # a file's groups are consecutive: it is done
-                last = p
-                yield from _unpack(blob)
-        if progress is not None and last is not None:
-            progress(path_of[last])
+            progress(p)
 
 
 def convert(

@@ -12,6 +12,7 @@ MODULES = [
     "knowlyr.recorder.redact",
     "knowlyr.recorder.pipeline",
     "knowlyr.recorder.inspect",
+    "knowlyr.recorder.transfer",
     "knowlyr.recorder.adapters.swe_agent",
     "knowlyr.recorder.adapters.agentgym",
 ]

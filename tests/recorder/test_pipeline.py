@@ -21,6 +21,7 @@ from knowlyr.recorder import (
     unregister_adapter,
 )
 from knowlyr.recorder import pipeline as pipeline_mod
+from knowlyr.recorder import pool as pool_mod
 from knowlyr.recorder.adapters.openhands import OpenHandsEventsAdapter
 
 DATA = Path(__file__).parent / "data"
@@ -156,7 +157,8 @@ def test_session_with_a_corrupt_line_keeps_the_rest(tmp_path: Path) -> None:
 
 def test_workers_give_the_same_results_in_order(batch: Path, monkeypatch) -> None:
     # small chunks so the JSONL file is split across processes too
-    monkeypatch.setattr(pipeline_mod, "_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(pool_mod, "_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(pool_mod, "_MIN_FILES", 1)
     one = list(iter_records([batch], workers=1))
     two = list(iter_records([batch], workers=2))
     key = [
@@ -173,6 +175,12 @@ def test_workers_give_the_same_results_in_order(batch: Path, monkeypatch) -> Non
     ]
     with pytest.raises(ValueError, match="workers must be >= 0"):
         list(iter_records([batch], workers=-1))
+
+
+def test_small_inputs_skip_the_pool(batch: Path, monkeypatch) -> None:
+    # five small files: starting processes would cost more than converting them here
+    monkeypatch.setattr(pool_mod, "iter_pool", lambda *a: pytest.fail("started a pool"))
+    assert len(list(iter_records([batch], workers=2))) == len(list(iter_records([batch]))) == 8
 
 
 def test_progress_called_per_file(batch: Path) -> None:
@@ -213,7 +221,8 @@ def test_register_a_custom_adapter(tmp_path: Path) -> None:
 
 
 def test_progress_with_workers_once_per_file(batch: Path, monkeypatch) -> None:
-    monkeypatch.setattr(pipeline_mod, "_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(pool_mod, "_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(pool_mod, "_MIN_FILES", 1)
     seen: list[Path] = []
     list(iter_records([batch], workers=2, progress=seen.append))
     assert sorted(p.name for p in seen) == [

@@ -1,0 +1,200 @@
+"""The recorder's process pool: :func:`knowlyr.recorder.iter_records` with ``workers > 1``.
+
+Conversion is CPU-bound Python (JSON parsing, building models), so it scales with processes.
+A work unit is a batch of whole files (up to 64, or 4 MB) or a ~1 MB slice of a big JSONL
+file, so the pool's per-task cost (futures, queues, waking the parent) is paid once per batch,
+not once per log. A worker packs each file's results as soon as it has converted them
+(:mod:`knowlyr.recorder.transfer`: plain field dicts, pickled in C) and answers with one
+``[(path, bytes), ...]`` list per unit; the parent rebuilds the trajectories without
+re-validation and yields them in file order.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import pickle
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from knowlyr.errors import RecordError
+from knowlyr.recorder.base import get_adapter
+from knowlyr.recorder.pipeline import (
+    Converted,
+    Rejected,
+    _first_line_obj,
+    _is_lines,
+    _iter_file,
+    _iter_lines,
+    _sniff,
+)
+from knowlyr.recorder.transfer import pack_trajectory, unpack_trajectory
+
+__all__ = ["iter_pool", "worth_it"]
+
+_CHUNK_BYTES = 1 << 20  # a slice of a big JSONL file
+_BATCH_FILES = 64  # whole files per work unit...
+_BATCH_BYTES = 4 << 20  # ... or fewer when they add up to more than this
+_MIN_FILES = 200  # below this (and no big JSONL), starting processes costs more than it saves
+
+
+def worth_it(files: list[Path]) -> bool:
+    """Whether a pool beats converting ``files`` in this process."""
+    return len(files) >= _MIN_FILES or any(_chunkable(p) for p in files)
+
+
+def _pack(results: Iterable[Converted | Rejected]) -> bytes:
+    """One file's (or JSONL slice's) results as one pickled blob of plain data."""
+    out: list[tuple] = []
+    for r in results:
+        if isinstance(r, Converted):
+            out.append((pack_trajectory(r.trajectory), r.raw, r.redactions))
+        else:
+            out.append((None, r.path, r.line, r.reason, r.raw))
+    return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _unpack(blob: bytes) -> list[Converted | Rejected]:
+    # Rebuilding allocates many objects at once; trajectories are trees that refcounting
+    # frees, so the cyclic collector pauses while one file's results are rebuilt.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return [
+            Rejected(p[1], p[2], p[3], p[4])
+            if p[0] is None
+            else Converted(unpack_trajectory(p[0]), p[1], p[2])
+            for p in pickle.loads(blob)
+        ]
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _worker_init() -> None:
+    """Pool workers: stop re-scanning what the fork inherited, and collect young objects rarely
+    (a work unit makes ~100k short-lived, acyclic objects)."""
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
+
+
+def _work_files(args: tuple[list[str], str | None, bool]) -> list[tuple[str, bytes]]:
+    """Convert a batch of files; each file's results are packed as soon as they are made, so
+    a worker holds one file's objects at a time."""
+    paths, fmt, redact = args
+    return [(p, _pack(_iter_file(Path(p), fmt, redact))) for p in paths]
+
+
+def _work_lines(args: tuple[str, str, int, bytes, bool]) -> list[tuple[str, bytes]]:
+    path, fmt, first_line, chunk, redact = args
+    lines = chunk.split(b"\n")
+    return [(path, _pack(_iter_lines(get_adapter(fmt), path, lines, first_line, redact)))]
+
+
+def _chunkable(p: Path) -> bool:
+    return (
+        _is_lines(p)
+        and not p.name.endswith(".gz")
+        and p.is_file()
+        and p.stat().st_size > _CHUNK_BYTES
+    )
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+Unit = tuple[Callable[[Any], list[tuple[str, bytes]]], tuple]
+
+
+def _units(files: list[Path], fmt: str | None, redact: bool, per_batch: int) -> Iterator[Unit]:
+    """Work units: batches of whole files, and ~1 MB slices of line-per-record JSONL files."""
+    batch: list[str] = []
+    size = 0
+    for p in files:
+        if _chunkable(p):
+            try:
+                a = get_adapter(fmt) if fmt else _sniff(_first_line_obj(p))
+            except RecordError:
+                a = None
+            if a is not None and not a.session:
+                if batch:
+                    yield _work_files, (batch, fmt, redact)
+                    batch, size = [], 0
+                yield from _slices(p, a.name, redact)
+                continue
+        batch.append(str(p))
+        size += _size(p)
+        if len(batch) >= per_batch or size >= _BATCH_BYTES:
+            yield _work_files, (batch, fmt, redact)
+            batch, size = [], 0
+    if batch:
+        yield _work_files, (batch, fmt, redact)
+
+
+def _slices(p: Path, fmt: str, redact: bool) -> Iterator[Unit]:
+    """~1 MB slices of a JSONL file, cut at line ends, read lazily (bounded memory)."""
+    sp = str(p)
+    line = 1
+    with open(p, "rb") as f:
+        rest = b""
+        while True:
+            block = f.read(_CHUNK_BYTES)
+            if not block:
+                if rest:
+                    yield _work_lines, (sp, fmt, line, rest, redact)
+                break
+            block = rest + block
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                rest = block
+                continue
+            chunk, rest = block[:cut], block[cut + 1 :]
+            yield _work_lines, (sp, fmt, line, chunk, redact)
+            line += chunk.count(b"\n") + 1
+
+
+def iter_pool(
+    files: list[Path],
+    fmt: str | None,
+    redact: bool,
+    workers: int,
+    progress: Callable[[Path], None] | None,
+) -> Iterator[Converted | Rejected]:
+    """What :func:`~knowlyr.recorder.iter_records` yields, converted by ``workers`` processes."""
+    path_of = {str(p): p for p in files}
+    # a few units per worker at least, so that no worker waits on a last big batch
+    per_batch = max(1, min(_BATCH_FILES, math.ceil(len(files) / (workers * 4))))
+    units = _units(files, fmt, redact, per_batch)  # lazy: big JSONL files are read slice by slice
+    with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init) as pool:
+        pending: deque[Any] = deque()
+
+        def submit_next() -> bool:
+            nxt = next(units, None)
+            if nxt is None:
+                return False
+            fn, args = nxt
+            pending.append(pool.submit(fn, args))
+            return True
+
+        more = True
+        while more and len(pending) < workers * 2:
+            more = submit_next()
+        last: str | None = None
+        while pending:
+            groups = pending.popleft().result()
+            if more:
+                more = submit_next()
+            for p, blob in groups:
+                if progress is not None and last is not None and p != last:
+                    progress(path_of[last])  # a file's groups are consecutive: it is done
+                last = p
+                yield from _unpack(blob)
+        if progress is not None and last is not None:
+            progress(path_of[last])
