@@ -198,8 +198,10 @@ for (_kind, _trig, _p, _g), _rule in zip(_RULES, _COMPILED, strict=True):
 
 # JSON may spell printable ASCII as \u0020-\u007e (and "/" as "\/"): "sk-\u0061bc..." is the
 # secret "sk-abc...". These triggers have no rule: seeing one makes redact_bytes look again at
-# the log with such escapes decoded (see _unescape_ascii).
-for _t in (b"\\/", *(b"\\u00%d" % d for d in range(2, 8))):
+# the log with such escapes decoded (see _unescape_ascii). "\/" has its own scan: as a trigger
+# among the others, a two-byte pattern starting with the backslash of every "\n" would make the
+# one scan 4x slower.
+for _t in (b"\\u00%d" % d for d in range(2, 8)):
     _TRIGGERS.append(_t)
     _BY_TRIGGER.append([])
 _ESCAPE = re.compile(rb"\\(?:u00([2-7][0-9A-Fa-f])|(/)|.)", re.S)
@@ -221,9 +223,9 @@ def _unescape_ascii(data: bytes) -> bytes:
     return _ESCAPE.sub(_unescape_char, data)
 
 
-def _make_scanner() -> Callable[[bytes], list[tuple[int, int, int]]]:
+def _make_scanner() -> tuple[Callable[[bytes], list[tuple[int, int, int]]], Callable[[bytes], Any]]:
     """All trigger positions in one pass: a SIMD Aho-Corasick (ahocorasick-rs) when installed,
-    else one ``bytes.find`` loop per trigger."""
+    else one ``bytes.find`` loop per trigger; and a test for an escaped slash."""
     try:
         import ahocorasick_rs
     except ImportError:  # pragma: no cover - exercised only without the optional accelerator
@@ -238,14 +240,15 @@ def _make_scanner() -> Callable[[bytes], list[tuple[int, int, int]]]:
             hits.sort(key=lambda h: h[1])
             return hits
 
-        return scan
+        return scan, lambda data: b"\\/" in data
     ac = ahocorasick_rs.BytesAhoCorasick(
         _TRIGGERS, matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
     )
-    return ac.find_matches_as_indexes
+    slash = ahocorasick_rs.BytesAhoCorasick([b"\\/"])  # one pattern: a SIMD substring search
+    return ac.find_matches_as_indexes, slash.find_matches_as_indexes
 
 
-_scan = _make_scanner()
+_scan, _has_escaped_slash = _make_scanner()
 
 
 def redaction_rules() -> list[str]:
@@ -269,12 +272,12 @@ def redact_bytes(data: bytes) -> tuple[bytes, list[Redaction]]:
         b'password=[REDACTED:password#20d2fe5e369d]'
     """
     found = _scan(data)
-    if not found:
+    escaped = bool(_has_escaped_slash(data))
+    if not found and not escaped:
         return data, []
     hits: list[Redaction] = []
     parts: list[bytes] = []
     last = 0
-    escaped = False
     for idx, pos, _end in found:
         if pos < last:
             continue

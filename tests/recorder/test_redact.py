@@ -249,3 +249,9 @@ def test_secrets_written_with_json_escapes_are_redacted(tmp_path: Path) -> None:
 def test_escaped_text_without_secrets_is_stored_as_written() -> None:
     doc = b'{"a": "caf\\u00e9 \\u003cdiv\\u003e https:\\/\\/example.com \\\\u0073k-x"}'
     assert redact_bytes(doc) == (doc, [])
+
+
+def test_url_credentials_behind_escaped_slashes() -> None:
+    clean, hits = redact_bytes(b'{"remote": "https:\\/\\/bob:hunter2pass@git.example.com\\/x"}')
+    assert [h.kind for h in hits] == ["url_credentials"] and b"hunter2pass" not in clean
+    assert orjson.loads(clean)["remote"].startswith("https://bob:[REDACTED:url_credentials#")
