@@ -47,7 +47,9 @@ from knowlyr.recorder.base import (
     trajectory,
     usage,
 )
-from knowlyr.trajectory import Step, Trajectory
+from knowlyr.trajectory import Observation, Step, Trajectory
+
+_fromiso = datetime.fromisoformat
 
 __all__ = ["OpenHandsEventsAdapter", "OpenHandsOutputAdapter", "convert_events"]
 
@@ -196,11 +198,17 @@ def _action(name: str, args: dict[str, Any], tcm: dict[str, Any]) -> tuple[str, 
     return fn or name, params
 
 
-def _exit_code(e: dict[str, Any], extras: dict[str, Any]) -> int | None:
-    code = extras.get("exit_code", e.get("exit_code"))
-    if code is None and isinstance(extras.get("metadata"), dict):
-        code = extras["metadata"].get("exit_code")
-    return as_int(code)
+_ABSENT = object()
+
+
+def _time(x: Any) -> datetime | None:
+    """:func:`parse_time` with the common case (ISO text) first."""
+    if type(x) is str:
+        try:
+            return _fromiso(x)
+        except ValueError:
+            return None
+    return None if x is None else parse_time(x)
 
 
 def convert_events(
@@ -293,7 +301,6 @@ def convert_events(
                         params["outputs"] = args["outputs"]
                     if args.get("task_completed") is not None:
                         params["task_completed"] = args["task_completed"]
-                ts = e.get("timestamp")
                 s = _build(  # what step() builds, inlined: this runs for every action of every log
                     Step,
                     {
@@ -306,7 +313,7 @@ def convert_events(
                         "usage": usage(p, c),
                         "token_ids": None,
                         "logprobs": None,
-                        "timestamp": None if ts is None else parse_time(ts),
+                        "timestamp": _time(e.get("timestamp")),
                         "duration_s": None,
                         "metadata": {},
                     },
@@ -353,8 +360,26 @@ def convert_events(
         if kind == "error":
             put(target, "observation", observation(content, None, as_str(content) or "error"))
         else:
-            put(target, "observation", observation(content, _exit_code(e, extras)))
-        t_end = parse_time(e.get("timestamp"))
+            code = extras.get("exit_code", _ABSENT)  # extras, else the event, else metadata
+            if code is _ABSENT:
+                code = e.get("exit_code")
+            if code is None:
+                md = extras.get("metadata")
+                if type(md) is dict:
+                    code = md.get("exit_code")
+            put(
+                target,
+                "observation",
+                _build(  # what observation() builds
+                    Observation,
+                    {
+                        "output": content if type(content) is str else as_str(content),
+                        "exit_code": code if type(code) is int or code is None else as_int(code),
+                        "error": None,
+                    },
+                ),
+            )
+        t_end = _time(e.get("timestamp"))
         t0 = starts.get(target.__dict__["index"])
         if t_end is not None and t0 is not None and (t_end.tzinfo is None) == (t0.tzinfo is None):
             put(target, "duration_s", max((t_end - t0).total_seconds(), 0.0))
