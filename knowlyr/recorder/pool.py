@@ -88,9 +88,12 @@ def _work_files(args: tuple[list[str], str | None, bool]) -> list[tuple[str, byt
     return [(p, _pack(_iter_file(Path(p), fmt, redact))) for p in paths]
 
 
-def _work_lines(args: tuple[str, str, int, bytes, bool]) -> list[tuple[str, bytes]]:
-    path, fmt, first_line, chunk, redact = args
-    lines = chunk.split(b"\n")
+def _work_lines(args: tuple[str, str, int, int, int, bool]) -> list[tuple[str, bytes]]:
+    """Convert a slice of a JSONL file, read here (the parent only sends where it is)."""
+    path, fmt, first_line, offset, length, redact = args
+    with open(path, "rb") as f:
+        f.seek(offset)
+        lines = f.read(length).split(b"\n")
     return [(path, _pack(_iter_lines(get_adapter(fmt), path, lines, first_line, redact)))]
 
 
@@ -139,25 +142,27 @@ def _units(files: list[Path], fmt: str | None, redact: bool, per_batch: int) -> 
 
 
 def _slices(p: Path, fmt: str, redact: bool) -> Iterator[Unit]:
-    """~1 MB slices of a JSONL file, cut at line ends, read lazily (bounded memory)."""
+    """~1 MB slices of a JSONL file, cut at line ends: (first line number, offset, length).
+    The file is read here only to find the cuts and count lines, block by block."""
     sp = str(p)
-    line = 1
+    line, start = 1, 0
     with open(p, "rb") as f:
         rest = b""
         while True:
             block = f.read(_CHUNK_BYTES)
             if not block:
                 if rest:
-                    yield _work_lines, (sp, fmt, line, rest, redact)
+                    yield _work_lines, (sp, fmt, line, start, len(rest), redact)
                 break
             block = rest + block
             cut = block.rfind(b"\n")
             if cut < 0:
                 rest = block
                 continue
-            chunk, rest = block[:cut], block[cut + 1 :]
-            yield _work_lines, (sp, fmt, line, chunk, redact)
-            line += chunk.count(b"\n") + 1
+            yield _work_lines, (sp, fmt, line, start, cut, redact)
+            line += block.count(b"\n", 0, cut) + 1
+            start += cut + 1
+            rest = block[cut + 1 :]
 
 
 def iter_pool(
