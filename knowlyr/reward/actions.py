@@ -51,6 +51,10 @@ _AGENTSKILLS_READ = {"open_file", "goto_line", "scroll_down", "scroll_up"}
 _AGENTSKILLS_EDIT = {"edit_file_by_replace", "insert_content_at_line", "append_file", "edit_file"}
 _AGENTSKILLS_WRITE = {"create_file"}
 _AGENTSKILLS_SEARCH = {"search_dir", "search_file", "find_file"}
+# tools whose command text is parsed (besides any tool of the execute category)
+_PARSED_TOOLS = _IPY_TOOLS | _SWE_COMMANDS | _SHELL_TOOLS
+_ARG_KEYS = _PATH_KEYS + _OLD_KEYS + _CONTENT_KEYS
+_facets = tuple.__new__  # builds an ActionFacets from a full 6-tuple without the keyword layer
 
 
 class ActionFacets(NamedTuple):
@@ -195,9 +199,16 @@ class ToolResolver:
 
     def __init__(self, profile: DomainProfile):
         self.profile = profile
-        self._cache: dict[tuple[str, Any], tuple[str, ToolCategory, str | None]] = {}
+        self._cache: dict[tuple[str, Any], tuple[str, ToolCategory, str | None, str]] = {}
 
     def __call__(self, tool: str, params: dict[str, Any]) -> tuple[str, ToolCategory, str | None]:
+        name, category, key, _ = self.resolve(tool, params)
+        return name, category, key
+
+    def resolve(
+        self, tool: str, params: dict[str, Any]
+    ) -> tuple[str, ToolCategory, str | None, str]:
+        """Like calling the resolver, plus the category's value as a plain string."""
         cmd = params.get("command")
         k = (tool, cmd if isinstance(cmd, str) and len(cmd) < 40 else None)
         hit = self._cache.get(k)
@@ -206,7 +217,8 @@ class ToolResolver:
             name = p.canonical(tool, params)
             spec = p.tool(tool, params)
             category = spec.category if spec is not None else guess_category(name)
-            hit = (name, category, spec.stateful_key if spec is not None else None)
+            key = spec.stateful_key if spec is not None else None
+            hit = (name, category, key, category.value)
             self._cache[k] = hit
         return hit
 
@@ -231,51 +243,51 @@ def action_facets(
         ...               {"command": "view", "path": "/a.py"}).tool
         'read_file'
     """
-    if isinstance(profile, ToolResolver):
-        name, category, key = profile(tool, params)
-    else:
-        name, category, key = ToolResolver(profile)(tool, params)
-    cmd = _first(params, _CMD_KEYS)
-    if isinstance(cmd, str):
-        f = None
-        if tool in _IPY_TOOLS and "code" in params:
-            f = _ipython(cmd)
-        elif tool in _SWE_COMMANDS:
-            f = _swe_command(f"{tool} {cmd}", open_file)
-        elif tool in _SHELL_TOOLS or category == ToolCategory.EXECUTE:
-            f = _swe_command(cmd, open_file)
-        if f is not None:
-            return f
-    elif tool in _SWE_COMMANDS and not _first(params, _PATH_KEYS + _OLD_KEYS + _CONTENT_KEYS):
-        f = _swe_command(tool, open_file)  # an argument-less SWE-agent command
-        if f is not None:
-            return f
+    resolver = profile if isinstance(profile, ToolResolver) else ToolResolver(profile)
+    name, category, key, cat = resolver.resolve(tool, params)
+    if tool in _PARSED_TOOLS or category == ToolCategory.EXECUTE:  # command text to parse?
+        cmd = _first(params, _CMD_KEYS)
+        if isinstance(cmd, str):
+            f = None
+            if tool in _IPY_TOOLS and "code" in params:
+                f = _ipython(cmd)
+            elif tool in _SWE_COMMANDS:
+                f = _swe_command(f"{tool} {cmd}", open_file)
+            elif tool in _SHELL_TOOLS or category == ToolCategory.EXECUTE:
+                f = _swe_command(cmd, open_file)
+            if f is not None:
+                return f
+        elif tool in _SWE_COMMANDS and not _first(params, _ARG_KEYS):
+            f = _swe_command(tool, open_file)  # an argument-less SWE-agent command
+            if f is not None:
+                return f
     target = params.get(key) if key else None
     if target is None:
         target = _first(params, _PATH_KEYS)
     if target is None and open_file is not None and tool in _SWE_COMMANDS:
         target = open_file  # SWE-agent edit/goto/scroll act on the open file
     target = str(target) if target is not None else None
-    if category == ToolCategory.WRITE:
-        if params.get("command") == "undo_edit":
-            return ActionFacets(name, category.value, target, UNDO)
-        old, new = _first(params, _OLD_KEYS), _first(params, _NEW_KEYS)
-        if old is not None and new is not None:
-            return ActionFacets(name, category.value, target, REPLACE, str(old), str(new))
-        content = _first(params, _CONTENT_KEYS)
-        if content is not None:
-            start = params.get("start", params.get("start_line", ""))
-            region = f"{start}:{params.get('end', params.get('end_line', ''))}"
-            if params.get("command") == "insert" or "insert_line" in params:
-                region = f"insert:{params.get('insert_line', '')}"
-            return ActionFacets(name, category.value, target, REGION, region, str(content))
-        if new is not None and params.get("command") == "insert":
-            return ActionFacets(
-                name,
-                category.value,
-                target,
-                REGION,
-                f"insert:{params.get('insert_line', '')}",
-                str(new),
-            )
-    return ActionFacets(name, category.value, target)
+    if category != ToolCategory.WRITE:
+        return _facets(ActionFacets, (name, cat, target, NO_EDIT, None, None))
+    if params.get("command") == "undo_edit":
+        return ActionFacets(name, cat, target, UNDO)
+    old, new = _first(params, _OLD_KEYS), _first(params, _NEW_KEYS)
+    if old is not None and new is not None:
+        return ActionFacets(name, cat, target, REPLACE, str(old), str(new))
+    content = _first(params, _CONTENT_KEYS)
+    if content is not None:
+        start = params.get("start", params.get("start_line", ""))
+        region = f"{start}:{params.get('end', params.get('end_line', ''))}"
+        if params.get("command") == "insert" or "insert_line" in params:
+            region = f"insert:{params.get('insert_line', '')}"
+        return ActionFacets(name, cat, target, REGION, region, str(content))
+    if new is not None and params.get("command") == "insert":
+        return ActionFacets(
+            name,
+            cat,
+            target,
+            REGION,
+            f"insert:{params.get('insert_line', '')}",
+            str(new),
+        )
+    return ActionFacets(name, cat, target)

@@ -40,14 +40,12 @@ Example:
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import orjson
-
-from knowlyr.core.profile import DomainProfile, get_profile
-from knowlyr.reward.actions import NO_EDIT, REGION, REPLACE, UNDO, ToolResolver, action_facets
+from knowlyr.core.profile import DomainProfile
+from knowlyr.reward.actions import REGION, REPLACE, UNDO
+from knowlyr.reward.steps import reference_steps, step_table
 from knowlyr.trajectory import Step, TaskInfo, Trajectory
 
 if TYPE_CHECKING:
@@ -71,233 +69,8 @@ RULE_COLUMNS = ("non_redundancy", "non_regression", "info_utilization", "efficie
 #: Salient tokens: file names / dotted names, snake_case identifiers, ids with digits, numbers.
 TOKEN_PATTERN = r"[A-Za-z0-9_][\w\-]*(?:\.[A-Za-z_][\w\-]*)+|[A-Za-z_]\w*_\w+|[A-Za-z]+\d\w*|\d{3,}"
 
-_FAILURE_PREFIXES = ("ERROR:", "Error:", "[Error", "error:")
-
-
-def _failed(out: str) -> bool:
-    """Does a write's output report that nothing was written?
-
-    OpenHands / SWE-agent / our tools' edit errors: an error prefix, or a known message in
-    the first 400 characters (plain substring checks: this runs on every write step).
-    """
-    if out.startswith(_FAILURE_PREFIXES):
-        return True
-    head = out[:400]
-    return (
-        "No exact match found" in head
-        or "Your proposed edit has introduced new syntax error" in head
-        or "No replacement was performed" in head
-        or "did not appear verbatim" in head
-        or "No such file or directory" in head
-        or "is not a valid" in head
-    )
-
-
-_OBS_CAP = 20_000
 _ENGINE = "auto"
-_MIX = 0x2545F4914F6CDD1D  # odd 63-bit multiplier spreading trajectory ids over the key
-_CMD_KEYS = {
-    "command",
-    "cmd",
-    "args",
-    "input",
-}  # SWE-agent commands may depend on the open file  # characters of an observation scanned for tokens
-
-
-def reference_steps(task: TaskInfo) -> float | None:
-    """The task's reference length: ``metadata["reference_steps"]`` or a ``reference_steps``
-    task field; ``None`` when absent or not a positive number."""
-    ref = task.metadata.get("reference_steps")
-    if ref is None and task.model_extra:
-        ref = task.model_extra.get("reference_steps")
-    try:
-        value = float(ref) if ref is not None else None
-    except (TypeError, ValueError):
-        return None
-    return value if value is not None and value > 0 else None
-
-
-def _text_of(params: dict[str, Any]) -> str:
-    parts = []
-    for v in params.values():
-        if isinstance(v, str):
-            parts.append(v)
-        elif v is not None and not isinstance(v, bool):
-            parts.append(orjson.dumps(v).decode() if isinstance(v, dict | list) else str(v))
-    return "\n".join(parts).replace("end_of_edit", "")
-
-
-def step_table(trajectories: Sequence[Trajectory], profile: DomainProfile | str) -> pl.DataFrame:
-    """One row per step of every trajectory: the flat table the rules run on.
-
-    Columns: ``traj`` (position in ``trajectories``), ``step`` (position in the trajectory),
-    ``task``, ``n_steps``, ``ref_steps``, ``cat`` (category, ``""`` for a message step),
-    ``target``, ``sig`` (hash of canonical tool + parameters), ``ok`` (the observation reports
-    no failure), ``edit_kind``, ``fwd``/``rev`` (hashes of a replacement and its inverse),
-    ``region``/``content`` (hashes of a region edit), ``act_text``, ``obs_text``,
-    ``instruction`` (the task instruction on each trajectory's first row, else empty).
-
-    Args:
-        trajectories: the batch.
-        profile: a DomainProfile or a built-in profile name; tools it does not know fall back
-            to the generic name heuristic.
-    """
-    prof = ToolResolver(get_profile(profile))
-    # The pass allocates millions of small tuples; with a large heap of trajectories the
-    # cyclic GC would re-traverse all of them again and again. Nothing here forms cycles.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _step_table(trajectories, prof)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _step_table(trajectories: Sequence[Trajectory], prof: ToolResolver) -> pl.DataFrame:
-    import polars as pl
-
-    # per trajectory
-    lengths: list[int] = []
-    tasks: list[str] = []
-    refs: list[float | None] = []
-    instructions: list[str] = []
-    # per step (only what varies per step; edits are sparse)
-    cats: list[str] = []
-    targets: list[str | None] = []
-    sigs: list[int | None] = []
-    oks: list[bool] = []
-    acts: list[str] = []
-    obss: list[str] = []
-    e_row: list[int] = []
-    e_kind: list[int] = []
-    e_fwd: list[int | None] = []
-    e_rev: list[int | None] = []
-    e_region: list[int | None] = []
-    e_content: list[int | None] = []
-    cat_a, tgt_a, sig_a, ok_a, act_a, obs_a = (
-        cats.append, targets.append, sigs.append, oks.append, acts.append, obss.append,
-    )  # fmt: skip
-    memo: dict[tuple[str, bytes, str | None], Any] = {}
-    dumps = orjson.dumps
-    sort = orjson.OPT_SORT_KEYS
-    failure = _failed
-    row = 0
-    for traj in trajectories:
-        steps = traj.steps
-        lengths.append(len(steps))
-        tasks.append(traj.task.task_id)
-        refs.append(reference_steps(traj.task))
-        instructions.append(traj.task.instruction[:_OBS_CAP])
-        open_file: str | None = None
-        for step in steps:
-            obs = step.observation
-            out = obs.output if obs is not None else ""
-            obs_a(out if len(out) <= _OBS_CAP else out[:_OBS_CAP])
-            action = step.action
-            if action is None:
-                cat_a("")
-                tgt_a(None)
-                sig_a(None)
-                ok_a(True)
-                act_a("")
-                row += 1
-                continue
-            params = action.params
-            dumped = dumps(params, option=sort)
-            key = (action.tool, dumped, open_file if _CMD_KEYS & params.keys() else None)
-            hit = memo.get(key)
-            if hit is None:
-                f = action_facets(prof, action.tool, params, open_file)
-                hit = (f, hash((f.tool, action.tool, dumped, f.target)), _text_of(params))
-                if len(memo) > 200_000:
-                    memo.clear()
-                memo[key] = hit
-            f, sig, act_text = hit
-            cat = f.category
-            target = f.target
-            if target is not None and (cat == "read" or f.tool == "write_file"):
-                open_file = target
-            ok = obs is None or (
-                (obs.exit_code is None or obs.exit_code == 0) and obs.error is None
-            )
-            kind = f.edit_kind
-            if cat == "write":
-                if ok and failure(out):
-                    ok = False
-                if kind:
-                    e_row.append(row)
-                    e_kind.append(kind)
-                    if kind == REPLACE:
-                        e_fwd.append(hash((target, f.old, f.new)))
-                        e_rev.append(hash((target, f.new, f.old)))
-                    else:
-                        e_fwd.append(None)
-                        e_rev.append(None)
-                    if kind == REGION:
-                        e_region.append(hash((target, f.old)))
-                        e_content.append(hash(f.new))
-                    else:
-                        e_region.append(None)
-                        e_content.append(None)
-            cat_a(cat)
-            tgt_a(target)
-            sig_a(sig)
-            ok_a(ok)
-            act_a(act_text)
-            row += 1
-    n_traj = len(lengths)
-    per_traj = pl.DataFrame(
-        {"task": tasks, "n_steps": lengths, "ref_steps": refs, "instruction": instructions},
-        schema={"task": pl.String, "n_steps": pl.UInt32, "ref_steps": pl.Float64,
-                "instruction": pl.String},
-    )  # fmt: skip
-    lens = pl.Series("n", lengths, dtype=pl.UInt32)
-    traj_idx = pl.Series("traj", range(n_traj), dtype=pl.UInt32).repeat_by(lens).explode()
-    if row == 0:
-        traj_idx = pl.Series("traj", [], dtype=pl.UInt32)
-    df = pl.DataFrame(
-        {"traj": traj_idx, "cat": cats, "target": targets, "sig": sigs, "ok": oks,
-         "act_text": acts, "obs_text": obss},
-        schema={"traj": pl.UInt32, "cat": pl.String, "target": pl.String, "sig": pl.Int64,
-                "ok": pl.Boolean, "act_text": pl.String, "obs_text": pl.String},
-    )  # fmt: skip
-    pt = per_traj.with_row_index("traj")
-    df = df.with_columns(
-        step=pl.int_range(pl.len(), dtype=pl.UInt32).over("traj"),
-        task=pl.col("traj").map_batches(lambda t: pt["task"].gather(t), return_dtype=pl.String),
-        n_steps=pl.col("traj").map_batches(
-            lambda t: pt["n_steps"].gather(t), return_dtype=pl.UInt32
-        ),
-        ref_steps=pl.col("traj").map_batches(
-            lambda t: pt["ref_steps"].gather(t), return_dtype=pl.Float64
-        ),
-    )
-    df = df.with_columns(
-        instruction=pl.when(pl.col("step") == 0)
-        .then(
-            pl.col("traj").map_batches(
-                lambda t: pt["instruction"].gather(t), return_dtype=pl.String
-            )
-        )
-        .otherwise(pl.lit(""))
-    )
-    edits = pl.DataFrame(
-        {"_r": e_row, "edit_kind": e_kind, "fwd": e_fwd, "rev": e_rev, "region": e_region,
-         "content": e_content},
-        schema={"_r": pl.UInt32, "edit_kind": pl.UInt8, "fwd": pl.Int64, "rev": pl.Int64,
-                "region": pl.Int64, "content": pl.Int64},
-    )  # fmt: skip
-    df = (
-        df.with_row_index("_r")
-        .join(edits, on="_r", how="left", maintain_order="left")
-        .with_columns(pl.col("edit_kind").fill_null(NO_EDIT))
-        .drop("_r")
-    )
-    return df.select(
-        "traj", "step", "task", "n_steps", "ref_steps", "cat", "target", "sig", "ok",
-        "edit_kind", "fwd", "rev", "region", "content", "act_text", "obs_text", "instruction",
-    )  # fmt: skip
+_MIX = 0x2545F4914F6CDD1D  # odd 63-bit multiplier spreading trajectory ids over a key
 
 
 def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
@@ -328,7 +101,7 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
     # on one integer key (and back by row), ~5x cheaper here than group windows (``.over``).
     # Keys mix the trajectory into a 64-bit hash (a collision is negligible at these sizes).
     key_t = pl.col("target").hash() ^ (pl.col("traj").cast(pl.UInt64) * _MIX)
-    key_s = pl.col("sig") ^ (pl.col("traj").cast(pl.Int64) * _MIX)
+    key_s = pl.col("sig") ^ (pl.col("traj").cast(pl.UInt64) * _MIX)
     w = pl.col("_w")
     new_t = (pl.col("_k") != pl.col("_k").shift(1)).fill_null(True)
     run_w = w.cum_sum() - w  # in key order: applied writes before this row, all groups

@@ -1,0 +1,117 @@
+"""The four rule rubrics computed one step at a time in plain Python: the specification the
+vectorised rule layer (:mod:`knowlyr.reward.rules`) must reproduce exactly.
+
+Slow on purpose: every step goes through :func:`action_facets` with the SWE-agent open-file
+state carried along, Python sets and ``re.findall``; no memo, no hashing tricks.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Sequence
+
+from knowlyr.core import get_profile
+from knowlyr.core.profile import DomainProfile
+from knowlyr.reward.actions import REGION, REPLACE, UNDO, action_facets
+from knowlyr.reward.rules import TOKEN_PATTERN, reference_steps
+from knowlyr.trajectory import Trajectory
+
+_TOKEN = re.compile(TOKEN_PATTERN)
+_CAP = 20_000  # characters of an observation / instruction scanned for tokens
+_FAILURE_PREFIXES = ("ERROR:", "Error:", "[Error", "error:")
+_FAILURE_TEXT = (
+    "No exact match found",
+    "Your proposed edit has introduced new syntax error",
+    "No replacement was performed",
+    "did not appear verbatim",
+    "No such file or directory",
+    "is not a valid",
+)
+
+
+def _text_of(params: dict) -> str:
+    import orjson
+
+    parts = []
+    for v in params.values():
+        if isinstance(v, str):
+            parts.append(v)
+        elif v is not None and not isinstance(v, bool):
+            parts.append(orjson.dumps(v).decode() if isinstance(v, dict | list) else str(v))
+    return "\n".join(parts).replace("end_of_edit", "")
+
+
+def _failed(out: str) -> bool:
+    return out.startswith(_FAILURE_PREFIXES) or any(t in out[:400] for t in _FAILURE_TEXT)
+
+
+Row = tuple[float, float, float | None, float | None, float | None]
+
+
+def reference_rules(trajectories: Sequence[Trajectory], profile: DomainProfile | str) -> list[Row]:
+    """``(non_redundancy, non_regression, info_utilization, efficiency, reference)`` per step
+    of every trajectory, in order."""
+    import orjson
+
+    prof = get_profile(profile)
+    lengths: dict[str, list[int]] = {}
+    for t in trajectories:
+        if t.steps:  # the batch median counts trajectories with at least one step
+            lengths.setdefault(t.task.task_id, []).append(len(t.steps))
+    medians = {k: float(statistics.median(v)) for k, v in lengths.items() if len(v) >= 2}
+    out: list[Row] = []
+    for t in trajectories:
+        ref = reference_steps(t.task)
+        if ref is None:
+            ref = medians.get(t.task.task_id)
+        seen: dict[tuple, int] = {}  # call signature -> state counter after its last use
+        executes = writes = 0
+        writes_to: dict[str, int] = {}
+        applied: set[tuple] = set()
+        regions: dict[tuple, list[str | None]] = {}
+        revealed = set(_TOKEN.findall(t.task.instruction[:_CAP]))
+        open_file = None
+        for i, s in enumerate(t.steps):
+            eff = None if ref is None else (1.0 if i + 1 <= ref else ref / (i + 1))
+            obs = s.observation
+            text = obs.output if obs is not None else ""
+            if s.action is None:  # a message step: no call, nothing to judge but efficiency
+                out.append((1.0, 1.0, None, eff, ref))
+                revealed.update(_TOKEN.findall(text[:_CAP]))
+                continue
+            a = s.action
+            f = action_facets(prof, a.tool, a.params, open_file)
+            if f.target is not None and (f.category == "read" or f.tool == "write_file"):
+                open_file = f.target
+            ok = obs is None or (obs.exit_code in (None, 0) and obs.error is None)
+            if f.category == "write" and ok and _failed(text):
+                ok = False
+            is_w = f.category == "write" and ok
+            is_x = f.category == "execute"
+            sig = (f.tool, a.tool, orjson.dumps(a.params, option=orjson.OPT_SORT_KEYS), f.target)
+            reads_target = f.category in ("read", "query") and f.target is not None
+            before = executes + (writes_to.get(f.target, 0) if reads_target else writes)
+            red = 0.0 if seen.get(sig) == before else 1.0
+            seen[sig] = before + is_w + is_x
+            reg = 1.0
+            if is_w and f.edit_kind == REPLACE:
+                if (f.target, f.new, f.old) in applied:
+                    reg = 0.0
+                applied.add((f.target, f.old, f.new))
+            elif is_w and f.edit_kind == REGION:
+                hist = regions.setdefault((f.target, f.old), [])
+                if hist and hist[-1] != f.new and f.new in hist:
+                    reg = 0.0
+                hist.append(f.new)
+            elif is_w and f.edit_kind == UNDO:
+                reg = 0.0
+            tokens = set(_TOKEN.findall(_text_of(a.params)))
+            info = (1.0 if tokens & revealed else 0.0) if tokens and revealed else None
+            out.append((red, reg, info, eff, ref))
+            executes += is_x
+            writes += is_w
+            if is_w:
+                writes_to[f.target] = writes_to.get(f.target, 0) + 1
+            revealed.update(_TOKEN.findall(text[:_CAP]))
+    return out
