@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import shutil
 from pathlib import Path
 
@@ -268,3 +269,45 @@ def test_rows_saved_as_one_json_array(tmp_path: Path, fixtures_dir: Path) -> Non
         "neubig/pr-viewer#1",
     ]
     assert [r.trajectory.metadata["record_index"] for r in results] == [0, 1]
+
+
+def _many_logs(root: Path, n: int = 24) -> Path:
+    root.mkdir()
+    log = (
+        Path(__file__).resolve().parents[3] / "shared/fixtures/openhands/basic.json"
+    ).read_bytes()
+    for i in range(n):
+        (root / f"log_{i:03d}.json").write_bytes(log.replace(b"2048", str(i).encode()))
+    return root
+
+
+def test_pool_reports_a_worker_failure(tmp_path: Path, monkeypatch) -> None:
+    class Crashing(OpenHandsEventsAdapter):
+        name = "crashing_openhands"
+
+        def convert(self, obj, *, path=None, line=None):
+            raise RuntimeError(f"adapter bug on {Path(path).name}")
+
+    monkeypatch.setattr(pool_mod, "_MIN_FILES", 1)
+    register_adapter(Crashing)
+    try:
+        root = _many_logs(tmp_path / "logs")
+        with pytest.raises(RuntimeError, match="adapter bug on log_"):
+            list(iter_records([root], format="crashing_openhands", workers=3))
+    finally:
+        unregister_adapter("crashing_openhands")
+    assert multiprocessing.active_children() == []  # the workers were stopped
+
+
+def test_pool_stops_its_workers_when_the_caller_stops_early(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(pool_mod, "_MIN_FILES", 1)
+    root = _many_logs(tmp_path / "logs", 60)
+    it = iter_records([root], workers=3)
+    first = [next(it) for _ in range(5)]
+    assert all(isinstance(r, Converted) for r in first)
+    assert multiprocessing.active_children()
+    it.close()
+    assert multiprocessing.active_children() == []
+    # and a full run gives every log once, in order
+    names = [Path(r.trajectory.source.path).name for r in iter_records([root], workers=3)]
+    assert names == sorted(p.name for p in root.iterdir())
