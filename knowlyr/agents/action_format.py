@@ -39,10 +39,15 @@ import orjson
 from knowlyr.trajectory import Step, Trajectory
 
 __all__ = [
+    "ASSISTANT_JSON",
+    "ASSISTANT_TEXT_JSON",
     "END_OF_TURN",
     "INVALID_ACTION_TOOL",
+    "SYSTEM_JSON",
     "TOOL_CALL_END",
     "TOOL_CALL_START",
+    "TOOL_JSON",
+    "USER_JSON",
     "action_to_message",
     "parse_action_text",
     "render_action",
@@ -58,8 +63,20 @@ END_OF_TURN = "<|im_end|>"
 #: it, so the env answers with an error observation: a bad generation is data, not a crash.
 INVALID_ACTION_TOOL = "invalid_action"
 
-_ASSISTANT_JSON = b'{"role":"assistant","content":%b,"tool_calls":[{"type":"function","function":{"name":%b,"arguments":%b}}]}'
-_TOOL_JSON = b'{"role":"tool","name":%b,"content":%b}'
+#: The compact JSON (``orjson.dumps``) of each kind of training message, with ``%b`` where a
+#: JSON-encoded field goes: :func:`trajectory_messages_json` fills them per message and the SFT
+#: export assembles whole Arrow columns of messages from their fragments.
+SYSTEM_JSON = b'{"role":"system","content":%b}'
+USER_JSON = b'{"role":"user","content":%b}'
+#: An assistant turn without a tool call (content only).
+ASSISTANT_TEXT_JSON = b'{"role":"assistant","content":%b}'
+#: An assistant turn with one tool call: content, tool name, arguments (a JSON object).
+ASSISTANT_JSON = (
+    b'{"role":"assistant","content":%b,"tool_calls":'
+    b'[{"type":"function","function":{"name":%b,"arguments":%b}}]}'
+)
+#: A tool's answer: tool name, content.
+TOOL_JSON = b'{"role":"tool","name":%b,"content":%b}'
 _DECODER = json.JSONDecoder()
 
 
@@ -147,8 +164,8 @@ def trajectory_messages_json(
     dumps = orjson.dumps
     out: list[bytes] = []
     if system_prompt:
-        out.append(b'{"role":"system","content":' + dumps(system_prompt) + b"}")
-    out.append(b'{"role":"user","content":' + dumps(traj.task.instruction) + b"}")
+        out.append(SYSTEM_JSON % dumps(system_prompt))
+    out.append(USER_JSON % dumps(traj.task.instruction))
     steps = traj.steps if steps is None else steps
     last = len(steps) - 1
     for i, step in enumerate(steps):
@@ -162,9 +179,9 @@ def trajectory_messages_json(
             )
             continue
         tool = dumps(a.tool)
-        out.append(_ASSISTANT_JSON % (dumps(step.thought), tool, dumps(a.params)))
+        out.append(ASSISTANT_JSON % (dumps(step.thought), tool, dumps(a.params)))
         if step.observation is not None and (include_final_observation or i < last):
-            out.append(_TOOL_JSON % (tool, dumps(step.observation.output)))
+            out.append(TOOL_JSON % (tool, dumps(step.observation.output)))
     return out
 
 

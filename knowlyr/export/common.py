@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 from collections import Counter
@@ -24,6 +25,7 @@ __all__ = [
     "infer_tool_schemas",
     "normalized_step_weights",
     "step_weights",
+    "tool_schemas_from_calls",
     "trajectory_reward",
 ]
 
@@ -102,27 +104,37 @@ def infer_tool_schemas(trajectories: Iterable[Trajectory]) -> list[dict[str, Any
     Properties are the union of the parameter names seen, typed from the first value; a
     parameter present in every call is required. Pass real schemas to the exporters when you
     have them (e.g. from the env's toolbox); this is the fallback for recorded logs.
+
+    Example:
+        >>> from knowlyr.trajectory import Step, TaskInfo, ToolCall, Trajectory
+        >>> t = Trajectory(task=TaskInfo(task_id="x"), steps=[
+        ...     Step(index=0, action=ToolCall(tool="q", params={"a": "1", "b": 2})),
+        ...     Step(index=1, action=ToolCall(tool="q", params={"a": "2"}))])
+        >>> infer_tool_schemas([t])[0]["function"]["parameters"]["required"]
+        ['a']
     """
+    actions = [s.action for traj in trajectories for s in traj.steps if s.action is not None]
+    return tool_schemas_from_calls([a.tool for a in actions], [a.params for a in actions])
+
+
+def tool_schemas_from_calls(tools: list[str], params: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`infer_tool_schemas` of the calls ``zip(tools, params)`` (in call order)."""
+    shapes = list(zip(tools, map(tuple, params), strict=True))
+    counts = Counter(shapes)  # in order of first appearance
+    if len(counts) <= 64:  # few shapes (the usual case): scan for each one's first call
+        first_index = {shape: shapes.index(shape) for shape in counts}
+    else:
+        first_index = dict(zip(reversed(shapes), range(len(shapes) - 1, -1, -1), strict=True))
     seen: dict[str, dict[str, str]] = {}
     calls: Counter[str] = Counter()
     present: dict[str, Counter[str]] = {}
-    shapes: Counter[tuple[str, tuple[str, ...]]] = Counter()
-    first: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
-    for traj in trajectories:
-        for s in traj.steps:
-            a = s.action
-            if a is None:
-                continue
-            key = (a.tool, tuple(a.params))
-            shapes[key] += 1
-            if key not in first:
-                first[key] = a.params
-    for (tool, keys), n in shapes.items():
+    for (tool, keys), n in counts.items():
         props = seen.setdefault(tool, {})
         calls[tool] += n
         cnt = present.setdefault(tool, Counter())
+        first = params[first_index[(tool, keys)]]
         for k in keys:
-            props.setdefault(k, _JSON_TYPES.get(type(first[(tool, keys)][k]), "string"))
+            props.setdefault(k, _JSON_TYPES.get(type(first[k]), "string"))
             cnt[k] += n
     out = []
     for name in sorted(seen):
@@ -195,6 +207,10 @@ class DatasetCard:
 
 
 def reward_stats(values: list[float]) -> dict[str, float]:
+    """Mean, population std, min and max of the finite ``values`` (a NaN reward is data, not
+    a crash: it is left out of the statistics)."""
+    if not all(map(math.isfinite, values)):
+        values = [v for v in values if math.isfinite(v)]
     if not values:
         return {}
     return {

@@ -22,17 +22,22 @@ from typing import Any
 
 import orjson
 
-from knowlyr.agents.action_format import trajectory_messages_json
 from knowlyr.errors import ExportError
 from knowlyr.export.common import (
     DEFAULT_SYSTEM_PROMPT,
     DatasetCard,
     ExportResult,
     as_trajectories,
-    infer_tool_schemas,
+    normalized_step_weights,
     reward_stats,
-    step_weights,
+    tool_schemas_from_calls,
     trajectory_reward,
+)
+from knowlyr.export.sft_columns import (
+    STEP_TEXT,
+    STEP_TOOL,
+    STEP_TOOL_NO_OBSERVATION,
+    message_column,
 )
 from knowlyr.trajectory import Trajectory
 
@@ -134,84 +139,44 @@ def _export_sft(
     chunk_overlap: int,
     step_weight_mix: float,
 ) -> ExportResult:
-    import pyarrow as pa
     from datasets import Dataset
 
-    kept: list[tuple[Trajectory, float]] = []
+    if not 0.0 <= step_weight_mix <= 1.0:
+        raise ExportError(f"step weight mix must be in [0, 1], got {step_weight_mix}")
+    if max_steps_per_row is not None:
+        chunk_steps(1, max_steps_per_row, chunk_overlap)  # validates both
+    rows = _Rows(system_prompt, max_steps_per_row, chunk_overlap, step_weight_mix)
+    kept_rewards: list[float] = []
+    kept_tasks: set[str] = set()
     rejected: list[tuple[str, str]] = []
     n_in = 0
-    for traj in as_trajectories(trajectories):
-        n_in += 1
-        reward = trajectory_reward(traj, rewards)
-        if not traj.steps:
-            rejected.append((traj.id, "no steps"))
-        elif only_success and not traj.outcome.success:
-            rejected.append((traj.id, "not successful"))
-        elif min_reward is not None and reward < min_reward:
-            rejected.append((traj.id, f"reward {reward:.4g} < min_reward {min_reward}"))
-        else:
-            kept.append((traj, reward))
-    if tools is None:
-        tools = infer_tool_schemas(t for t, _ in kept)
-    tools_json = [orjson.dumps(t) for t in tools]
-
-    messages: list[list[bytes]] = []
-    cols: dict[str, list[Any]] = {
-        "trajectory_id": [],
-        "task_id": [],
-        "reward": [],
-        "success": [],
-        "n_steps": [],
-        "chunk": [],
-        "step_weights": [],
-    }
-    for traj, reward in kept:
-        weights = step_weights(traj, mix=step_weight_mix)
-        n = len(traj.steps)
-        spans = [(0, 0, n)] if max_steps_per_row is None or n <= max_steps_per_row else None
-        if spans is None:
-            spans = chunk_steps(n, max_steps_per_row, chunk_overlap)  # type: ignore[arg-type]
-        for c, (ctx, start, end) in enumerate(spans):
-            steps = traj.steps if (ctx, end) == (0, n) else traj.steps[ctx:end]
-            messages.append(
-                trajectory_messages_json(
-                    traj,
-                    system_prompt=system_prompt,
-                    steps=steps,
-                    include_final_observation=end < n,
-                )
-            )
-            cols["trajectory_id"].append(traj.id)
-            cols["task_id"].append(traj.task.task_id)
-            cols["reward"].append(reward)
-            cols["success"].append(traj.outcome.success)
-            cols["n_steps"].append(end - start)
-            cols["chunk"].append(c)
-            cols["step_weights"].append([0.0] * (start - ctx) + weights[start:end])
-    table = pa.table(
-        {
-            "messages": json_list_array(messages),
-            "tools": json_list_array([tools_json] * len(messages)),
-            **{k: pa.array(v) for k, v in cols.items()},
-        }
-    )
-    if not messages:  # keep the column types stable for an empty export
-        table = table.cast(
-            pa.schema(
-                [
-                    pa.field("messages", pa.list_(pa.json_())),
-                    pa.field("tools", pa.list_(pa.json_())),
-                    pa.field("trajectory_id", pa.string()),
-                    pa.field("task_id", pa.string()),
-                    pa.field("reward", pa.float64()),
-                    pa.field("success", pa.bool_()),
-                    pa.field("n_steps", pa.int64()),
-                    pa.field("chunk", pa.int64()),
-                    pa.field("step_weights", pa.list_(pa.float64())),
-                ]
-            )
-        )
-    ds = Dataset(table, fingerprint=_fingerprint(cols["trajectory_id"], system_prompt, tools_json))
+    try:
+        for traj in as_trajectories(trajectories):
+            n_in += 1
+            td = traj.__dict__
+            tid = td["id"]
+            given = float(rewards[tid]) if rewards is not None and tid in rewards else None
+            if not td["steps"]:
+                rejected.append((tid, "no steps"))
+                continue
+            if only_success and not td["outcome"].success:
+                rejected.append((tid, "not successful"))
+                continue
+            if min_reward is not None:
+                reward = trajectory_reward(traj) if given is None else given
+                if reward < min_reward:
+                    rejected.append((tid, f"reward {reward:.4g} < min_reward {min_reward}"))
+                    continue
+            kept_rewards.append(rows.add(traj, given))
+            kept_tasks.add(td["task"].task_id)
+        rows.flush()
+        if tools is None:
+            tools = tool_schemas_from_calls(rows.all_tool_names, rows.all_params)
+        tools_json = [orjson.dumps(t) for t in tools]
+        table = rows.table(tools_json)
+    finally:
+        rows.close()
+    ds = Dataset(table, fingerprint=_fingerprint(rows.all_ids, system_prompt, tools_json))
     reasons: dict[str, int] = {}
     for _, why in rejected:
         key = why.split(" ")[0] if why.startswith("reward") else why
@@ -219,10 +184,10 @@ def _export_sft(
     card = DatasetCard(
         kind="sft",
         rows=len(ds),
-        trajectories=len(kept),
-        tasks=len({t.task.task_id for t, _ in kept}),
+        trajectories=len(kept_rewards),
+        tasks=len(kept_tasks),
         rejected=reasons,
-        reward=reward_stats([r for _, r in kept]),
+        reward=reward_stats(kept_rewards),
         params={
             "input_trajectories": n_in,
             "only_success": only_success,
@@ -235,6 +200,253 @@ def _export_sft(
         },
     )
     return ExportResult(dataset=ds, card=card, rejected=rejected)
+
+
+#: Rows per column batch. A finished batch is assembled in a worker thread (numpy and Arrow
+#: release the GIL) while the next one is gathered.
+_BATCH_ROWS = 1024
+
+_WEIGHTS_FORMULA, _WEIGHTS_UNIFORM, _WEIGHTS_GIVEN = 0, 1, 2
+
+
+class _Rows:
+    """The rows of an SFT export: gathered trajectory by trajectory in plain lists (one hot loop
+    over the steps), assembled into Arrow columns batch by batch."""
+
+    def __init__(self, system_prompt: str | None, max_steps: int | None, overlap: int, mix: float):
+        self.system_prompt = system_prompt or None
+        self.max_steps, self.overlap, self.mix = max_steps, overlap, mix
+        self.all_ids: list[str] = []
+        self.all_tool_names: list[str] = []
+        self.all_params: list[dict[str, Any]] = []
+        self.meta: list[tuple[Any, ...]] = []  # (task_id, reward, success, n_steps, chunk)
+        self.batches: list[Any] = []  # futures (or results) of _assemble_batch
+        self._pool: Any = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.ids: list[str] = []
+        self.texts: list[str] = []
+        self.odd_steps: list[tuple[int, int]] = []  # (step, STEP_*) of steps not STEP_TOOL
+        self.tool_names: list[str] = []
+        self.params: list[dict[str, Any]] = []
+        self.step_rewards: list[Any] = []
+        self.traj_weights: list[tuple[int, int, float]] = []  # (steps, _WEIGHTS_*, mean)
+        self.row_steps: list[tuple[int, int, int]] = []  # (begin, trained from, end)
+        self.row_final: list[bool] = []
+
+    def add(self, traj: Trajectory, given_reward: float | None) -> float:
+        """Gather one kept trajectory; returns its reward."""
+        td = traj.__dict__
+        steps = td["steps"]
+        n = len(steps)
+        rewards = self.step_rewards
+        g0 = len(rewards)
+        texts = self.texts
+        chunked = self.max_steps is not None and n > self.max_steps
+        contents: list[str] = []  # chunked: per step, emitted per row below
+        outputs: list[str | None] = []
+        if not chunked:  # one row: the texts go straight into the batch, in message order
+            if self.system_prompt is not None:
+                texts.append(self.system_prompt)
+            texts.append(td["task"].instruction)
+        text = (contents if chunked else texts).append
+        out = (outputs if chunked else texts).append
+        tool, param, reward = self.tool_names.append, self.params.append, rewards.append
+        for s in steps:  # the hot loop: plain dict reads of the validated models
+            d = s.__dict__
+            a, o, m = d["action"], d["observation"], d["message"]
+            reward(d["reward"])
+            content = d["thought"]
+            if m is not None and (m or a is None):
+                content = f"{content}\n{m}" if content else m
+            text(content)
+            if a is None:
+                self.odd_steps.append((len(rewards) - 1, STEP_TEXT))
+                if chunked:
+                    out(None)
+                continue
+            ad = a.__dict__
+            tool(ad["tool"])
+            param(ad["params"])
+            if o is None:
+                self.odd_steps.append((len(rewards) - 1, STEP_TOOL_NO_OBSERVATION))
+                if chunked:
+                    out(None)
+            else:
+                out(o.__dict__["output"])
+        traj_reward = self._weights(traj, rewards[g0:], given_reward)
+        tid, task_id, success = td["id"], td["task"].task_id, td["outcome"].success
+        if not chunked:
+            last = steps[-1].__dict__
+            if last["action"] is not None and last["observation"] is not None:
+                texts.pop()  # the last tool answer: nothing is learned from it
+            self.row_steps.append((g0, g0, g0 + n))
+            self.row_final.append(False)
+            self.ids.append(tid)
+            self.meta.append((task_id, traj_reward, success, n, 0))
+        else:
+            instruction = td["task"].instruction
+            for c, (ctx, start, end) in enumerate(chunk_steps(n, self.max_steps, self.overlap)):
+                if self.system_prompt is not None:
+                    texts.append(self.system_prompt)
+                texts.append(instruction)
+                for i in range(ctx, end):
+                    texts.append(contents[i])
+                    output = outputs[i]
+                    if output is not None and (i < end - 1 or end < n):
+                        texts.append(output)
+                self.row_steps.append((g0 + ctx, g0 + start, g0 + end))
+                self.row_final.append(end < n)
+                self.ids.append(tid)
+                self.meta.append((task_id, traj_reward, success, end - start, c))
+        if len(self.ids) >= _BATCH_ROWS:
+            self.flush()
+        return traj_reward
+
+    def _weights(self, traj: Trajectory, rs: list[Any], given: float | None) -> float:
+        """Record how the trajectory's step weights are computed; returns its reward.
+
+        Equal to :func:`normalized_step_weights` and :func:`trajectory_reward`: when every step
+        has a reward >= 0 the weights are ``(1 - mix) + mix * r / mean``, computed for the whole
+        batch at once; otherwise they are computed here.
+        """
+        n = len(rs)
+        if None in rs or not min(rs) >= 0.0:
+            self.step_rewards[-n:] = normalized_step_weights(rs, mix=self.mix)
+            self.traj_weights.append((n, _WEIGHTS_GIVEN, 1.0))
+            return trajectory_reward(traj) if given is None else given
+        total = sum(rs)  # the same float as trajectory_reward's sum
+        if total <= 0:
+            self.traj_weights.append((n, _WEIGHTS_UNIFORM, 1.0))
+        else:
+            self.traj_weights.append((n, _WEIGHTS_FORMULA, total / n))
+        return float(total) if given is None else given
+
+    def flush(self) -> None:
+        """Hand the gathered rows to the worker thread and start a new batch."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if not self.ids:
+            return
+        job = (
+            self.texts,
+            self.odd_steps,
+            self.tool_names,
+            self.params,
+            self.step_rewards,
+            self.traj_weights,
+            self.row_steps,
+            self.row_final,
+            self.system_prompt is not None,
+            self.mix,
+        )
+        self.all_ids += self.ids
+        self.all_tool_names += self.tool_names
+        self.all_params += self.params
+        self._reset()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="knowlyr-export-sft")
+        self.batches.append(self._pool.submit(_assemble_batch, *job))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def table(self, tools_json: list[bytes]) -> Any:
+        """The export's Arrow table (after the last :meth:`flush`; waits for the batches)."""
+        import numpy as np
+        import pyarrow as pa
+
+        messages, weights = [], []
+        for b in self.batches:
+            m, w = b.result()
+            messages += m
+            weights.append(w)
+        n, k = len(self.all_ids), len(tools_json)
+        tool_values = json_list_array([tools_json]).values
+        tools = pa.ListArray.from_arrays(
+            pa.array(np.arange(n + 1, dtype=np.int32) * k),
+            tool_values.take(pa.array(np.tile(np.arange(k), n))),
+        )
+        meta = list(zip(*self.meta, strict=True)) if self.meta else [[]] * len(_META_COLUMNS)
+        return pa.table(
+            {
+                "messages": pa.chunked_array(messages, type=pa.list_(pa.json_())),
+                "tools": tools,
+                "trajectory_id": pa.array(self.all_ids, pa.string()),
+                **{
+                    name: pa.array(values, typ)
+                    for (name, typ), values in zip(_META_COLUMNS.items(), meta, strict=True)
+                },
+                "step_weights": pa.chunked_array(weights, type=pa.list_(pa.float64())),
+            }
+        )
+
+
+_META_COLUMNS = {
+    "task_id": "string",
+    "reward": "float64",
+    "success": "bool",
+    "n_steps": "int64",
+    "chunk": "int64",
+}
+
+
+def _assemble_batch(
+    texts: list[str],
+    odd_steps: list[tuple[int, int]],
+    tool_names: list[str],
+    params: list[dict[str, Any]],
+    step_rewards: list[Any],
+    traj_weights: list[tuple[int, int, float]],
+    row_steps: list[tuple[int, int, int]],
+    row_final: list[bool],
+    system_prompt: bool,
+    mix: float,
+) -> tuple[list[Any], Any]:
+    """The ``messages`` chunks and the ``step_weights`` array of one batch (worker thread)."""
+    import numpy as np
+
+    rs = np.asarray(row_steps, dtype=np.int64)
+    kinds = np.full(len(step_rewards), STEP_TOOL, dtype=np.int8)
+    if odd_steps:
+        at, kind = np.asarray(odd_steps, dtype=np.int64).T
+        kinds[at] = kind
+    messages = message_column(
+        texts=texts,
+        step_kinds=kinds,
+        tool_names=tool_names,
+        arguments=params,
+        row_steps=rs[:, [0, 2]],
+        row_final=np.asarray(row_final, dtype=bool),
+        system_prompt=system_prompt,
+    )
+    tw = np.asarray(traj_weights, dtype=np.float64).reshape(-1, 3)
+    n = tw[:, 0].astype(np.int64)
+    mode = np.repeat(tw[:, 1], n)
+    values = np.asarray(step_rewards, dtype=np.float64)
+    w = np.where(
+        mode == _WEIGHTS_FORMULA,
+        (1.0 - mix) + mix * values / np.repeat(tw[:, 2], n),
+        np.where(mode == _WEIGHTS_UNIFORM, 1.0, values),
+    )
+    return messages, _row_values(w, rs)
+
+
+def _row_values(w: Any, rs: Any) -> Any:
+    """``list<double>`` of each row's step weights (0 on chunk context steps)."""
+    import numpy as np
+    import pyarrow as pa
+
+    begin, trained, end = rs[:, 0], rs[:, 1], rs[:, 2]
+    lengths = end - begin
+    offsets = np.zeros(len(rs) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    idx = np.arange(offsets[-1]) - np.repeat(offsets[:-1] - begin, lengths)
+    vals = np.where(idx >= np.repeat(trained, lengths), w[idx], 0.0)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(vals))
 
 
 def _fingerprint(ids: list[str], system_prompt: str | None, tools_json: list[bytes]) -> str:

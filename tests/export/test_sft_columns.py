@@ -1,0 +1,286 @@
+"""The columnar SFT export equals a straightforward per-row construction, byte for byte.
+
+The reference below is the export as it was first written: per row the message dicts of
+``trajectory_to_messages`` (the format module), ``orjson.dumps`` of each, the step weights of
+``normalized_step_weights`` and one Arrow table. ``export_sft`` must produce the same table
+(schema, every JSON byte, every weight) on generated corpora full of JSON-hostile text, on
+the trajectories of the real agent logs in ../shared/fixtures, across batch boundaries and
+when a batch is split for size; and the chat template must render the same text.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from knowlyr.agents.action_format import trajectory_to_messages
+from knowlyr.export import (
+    chunk_steps,
+    export_sft,
+    normalized_step_weights,
+    sft_columns,
+    trajectory_reward,
+)
+from knowlyr.export import sft as sft_module
+from knowlyr.export.sft import json_list_array
+from knowlyr.trajectory import Observation, Outcome, Step, TaskInfo, ToolCall, Trajectory
+
+_JSON_TYPES = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
+}
+
+
+def reference_schemas(trajs: list[Trajectory]) -> list[dict[str, Any]]:
+    """Tool schemas as first written: one pass over every call."""
+    seen: dict[str, dict[str, str]] = {}
+    calls: Counter[str] = Counter()
+    present: dict[str, Counter[str]] = {}
+    for t in trajs:
+        for s in t.steps:
+            if s.action is None:
+                continue
+            props = seen.setdefault(s.action.tool, {})
+            calls[s.action.tool] += 1
+            cnt = present.setdefault(s.action.tool, Counter())
+            for k, v in s.action.params.items():
+                props.setdefault(k, _JSON_TYPES.get(type(v), "string"))
+                cnt[k] += 1
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": f"The {name} tool.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {k: {"type": t} for k, t in seen[name].items()},
+                    "required": [k for k in seen[name] if present[name][k] == calls[name]],
+                },
+            },
+        }
+        for name in sorted(seen)
+    ]
+
+
+def reference_table(trajs: list[Trajectory], **kw: Any) -> tuple[pa.Table, list[dict]]:
+    """The SFT table built row by row from message dicts (the slow, obviously right way)."""
+    system_prompt = kw.get("system_prompt", "You are an agent.")
+    only_success, min_reward = kw.get("only_success", True), kw.get("min_reward")
+    max_steps, overlap = kw.get("max_steps_per_row"), kw.get("chunk_overlap", 1)
+    mix, rewards = kw.get("step_weight_mix", 0.5), kw.get("rewards")
+    kept = []
+    for t in trajs:
+        r = trajectory_reward(t, rewards)
+        if not t.steps or (only_success and not t.outcome.success):
+            continue
+        if min_reward is not None and r < min_reward:
+            continue
+        kept.append((t, r))
+    tools = kw.get("tools") or reference_schemas([t for t, _ in kept])
+    msgs: list[list[bytes]] = []
+    cols: dict[str, list[Any]] = {k: [] for k in sft_module._META_COLUMNS}
+    ids, weights = [], []
+    for t, r in kept:
+        w = normalized_step_weights([s.reward for s in t.steps], mix=mix)
+        n = len(t.steps)
+        spans = (
+            [(0, 0, n)]
+            if max_steps is None or n <= max_steps
+            else chunk_steps(n, max_steps, overlap)
+        )
+        for c, (ctx, start, end) in enumerate(spans):
+            m = trajectory_to_messages(
+                t,
+                system_prompt=system_prompt,
+                steps=t.steps[ctx:end],
+                include_final_observation=end < n,
+            )
+            msgs.append([orjson.dumps(x) for x in m])
+            ids.append(t.id)
+            for k, v in zip(
+                cols, (t.task.task_id, r, t.outcome.success, end - start, c), strict=True
+            ):
+                cols[k].append(v)
+            weights.append([0.0] * (start - ctx) + w[start:end])
+    tools_json = [orjson.dumps(x) for x in tools]
+    table = pa.table(
+        {
+            "messages": json_list_array(msgs),
+            "tools": json_list_array([tools_json] * len(msgs)),
+            "trajectory_id": pa.array(ids, pa.string()),
+            **{
+                k: pa.array(v, typ)
+                for (k, typ), v in zip(sft_module._META_COLUMNS.items(), cols.values(), strict=True)
+            },
+            "step_weights": pa.array(weights, pa.list_(pa.float64())),
+        }
+    )
+    return table, tools
+
+
+_HOSTILE = ['"', "\\", '\\"', ",", '","', "},{", "{", "}", "[", "]", ":", "\n", "\t", "\r", "\x00",
+            "\x1f", "\x7f", "é", "✓", "𝄞", "\u2028", " ", "a", "</tool_call>", "null"]  # fmt: skip
+
+
+def _text(rng: random.Random, n: int = 12) -> str:
+    return "".join(rng.choice(_HOSTILE) for _ in range(rng.randint(0, n)))
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randint(0, 8 if depth < 2 else 5)
+    if kind == 0:
+        return rng.randint(-(2**40), 2**40)
+    if kind == 1:
+        return rng.choice([0.1, -2.5, 1e-7, 1e21, 3.0])
+    if kind == 2:
+        return rng.choice([True, False, None])
+    if kind in (3, 4, 5):
+        return _text(rng)
+    if kind in (6, 7):
+        return [_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {_text(rng, 4): _value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+
+
+def generated_corpus(seed: int, n: int = 60) -> list[Trajectory]:
+    """Trajectories with every step shape the exporter distinguishes and JSON-hostile text."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        steps = []
+        for j in range(rng.choice([1, 1, 2, 3, 5, 9, 20])):
+            shape = rng.random()
+            action = (
+                None
+                if shape < 0.1
+                else ToolCall(
+                    tool=rng.choice(["bash", "edit", "respond", "é-tool", 'q"t']),
+                    params={_text(rng, 3) or "k": _value(rng) for _ in range(rng.randint(0, 3))},
+                )
+            )
+            steps.append(
+                Step(
+                    index=j,
+                    thought=_text(rng) if rng.random() < 0.8 else "",
+                    action=action,
+                    message=rng.choice([None, None, None, "", _text(rng)]),
+                    observation=None
+                    if rng.random() < 0.1
+                    else Observation(output=_text(rng, 40), exit_code=0),
+                    reward=rng.choice([None, 0.0, 0.25, 1.0, -0.5, 2.0, 0.5, 0.5, 0.5]),
+                )
+            )
+        if rng.random() < 0.3:  # uniform step rewards: the vectorised weight path
+            for s in steps:
+                s.reward = rng.choice([0.5, 1.0])
+        out.append(
+            Trajectory(
+                task=TaskInfo(task_id=f"task-{i % 7}", instruction=_text(rng)),
+                steps=steps,
+                outcome=Outcome(
+                    success=rng.choice([True, True, True, False, None]),
+                    score=rng.choice([None, 0.3, 1.0]),
+                ),
+            )
+        )
+    return out
+
+
+def assert_same(trajs: list[Trajectory], **kw: Any) -> pa.Table:
+    kw.setdefault("system_prompt", "You are an agent.")
+    got = export_sft(trajs, **kw)
+    want, tools = reference_table(trajs, **kw)
+    table = got.dataset.data.table.combine_chunks()
+    assert table.schema.remove_metadata() == want.schema
+    for name in want.column_names:  # column by column: a failure names the column
+        a, b = table.column(name), want.column(name)
+        assert a.equals(b) or repr(a.to_pylist()) == repr(b.to_pylist()), name  # repr: NaN
+    assert got.card.params["tools"] == [t["function"]["name"] for t in tools]
+    assert len(got.dataset) == want.num_rows
+    return want
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"system_prompt": None, "only_success": False},
+        {"max_steps_per_row": 2, "chunk_overlap": 1, "only_success": False},
+        {"max_steps_per_row": 3, "chunk_overlap": 0, "step_weight_mix": 1.0, "system_prompt": ""},
+        {"min_reward": 0.5, "step_weight_mix": 0.0},
+    ],
+)
+def test_export_equals_the_row_by_row_construction_on_hostile_text(seed, kw):
+    assert_same(generated_corpus(seed), **kw)
+
+
+def test_many_small_batches_and_size_splits_give_the_same_table(monkeypatch):
+    trajs = generated_corpus(7, n=80)
+    monkeypatch.setattr(sft_module, "_BATCH_ROWS", 5)
+    assert_same(trajs, only_success=False, max_steps_per_row=4)
+    monkeypatch.setattr(sft_module, "_BATCH_ROWS", 1024)
+    monkeypatch.setattr(sft_columns, "_MAX_BYTES", 30_000)  # forces halving of the batch
+    want = assert_same(trajs, only_success=False)
+    chunks = export_sft(trajs, only_success=False).dataset.data.column("messages").num_chunks
+    assert want.num_rows > 40 and chunks > 2
+
+
+def test_explicit_tools_and_a_reward_mapping_are_kept():
+    trajs = generated_corpus(3, n=20)
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
+    rewards = {t.id: float(i % 3) for i, t in enumerate(trajs)}
+    assert_same(trajs, tools=tools, rewards=rewards, min_reward=1.0, only_success=False)
+
+
+def test_fixture_trajectories_export_identically_and_render_the_same_chat(fixtures_dir):
+    from knowlyr.recorder import convert
+    from knowlyr.train.models import build_tiny_tokenizer
+
+    trajs = convert([fixtures_dir]).trajectories
+    assert len(trajs) >= 5
+    assert_same(trajs, only_success=False)
+    assert_same(trajs, only_success=False, max_steps_per_row=3)
+    res = export_sft(trajs, only_success=False)
+    tok = build_tiny_tokenizer(None)
+    by_id = {t.id: t for t in trajs}
+    for row in res.dataset:
+        traj = by_id[row["trajectory_id"]]
+        want = trajectory_to_messages(traj, system_prompt=res.card.params["system_prompt"])
+        assert row["messages"] == want
+        assert tok.apply_chat_template(
+            row["messages"], tools=row["tools"], tokenize=False
+        ) == tok.apply_chat_template(want, tools=row["tools"], tokenize=False)
+        outputs = [s.observation.output for s in traj.steps[:-1] if s.observation and s.action]
+        assert [m["content"] for m in row["messages"] if m["role"] == "tool"] == outputs
+
+
+def test_json_splitting_matches_orjson_element_by_element():
+    rng = random.Random(5)
+    for _ in range(200):
+        strings = [_text(rng) for _ in range(rng.randint(0, 20))]
+        assert sft_columns.json_strings(strings).to_pylist() == [orjson.dumps(s) for s in strings]
+        objs = [{_text(rng, 3): _value(rng) for _ in range(rng.randint(0, 3))} for _ in range(20)]
+        objs += [{"command": "a},{b"}, {"x": [{"y": 1}, {"z": 2}]}]
+        got = sft_columns.json_objects(objs).to_pylist()
+        assert got == [orjson.dumps(o) for o in objs] + [b""]
+
+
+def test_nan_and_negative_step_rewards_take_the_general_weight_path():
+    steps = [
+        Step(index=i, action=ToolCall(tool="t"), observation=Observation(output="o"), reward=r)
+        for i, r in enumerate([0.5, math.nan, -1.0])
+    ]
+    t = Trajectory(task=TaskInfo(task_id="x"), steps=steps, outcome=Outcome(success=True))
+    u = t.model_copy(update={"steps": steps[:2]}).rehash()
+    assert_same([t, u])
