@@ -117,13 +117,25 @@ def infer_tool_schemas(trajectories: Iterable[Trajectory]) -> list[dict[str, Any
     return tool_schemas_from_calls([a.tool for a in actions], [a.params for a in actions])
 
 
-def tool_schemas_from_calls(tools: list[str], params: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`infer_tool_schemas` of the calls ``zip(tools, params)`` (in call order)."""
-    shapes = list(zip(tools, map(tuple, params), strict=True))
-    counts = Counter(shapes)  # in order of first appearance
-    if len(counts) <= 64:  # few shapes (the usual case): scan for each one's first call
-        first_index = {shape: shapes.index(shape) for shape in counts}
+def tool_schemas_from_calls(
+    tools: list[str],
+    params: list[dict[str, Any]],
+    keys: list[tuple[str, ...]] | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`infer_tool_schemas` of the calls ``zip(tools, params)`` (in call order);
+    ``keys`` (``tuple(params[i])`` per call) when already at hand."""
+    if keys is None:
+        keys = list(map(tuple, params))
+    counts = Counter(zip(tools, keys, strict=True))  # in order of first appearance
+    first_index: dict[tuple[str, tuple[str, ...]], int] = {}
+    if len(counts) <= 64:  # few shapes (the usual case): find each one's first call
+        for tool, k in counts:
+            i = keys.index(k)
+            while tools[i] != tool:
+                i = keys.index(k, i + 1)
+            first_index[tool, k] = i
     else:
+        shapes = list(zip(tools, keys, strict=True))
         first_index = dict(zip(reversed(shapes), range(len(shapes) - 1, -1, -1), strict=True))
     seen: dict[str, dict[str, str]] = {}
     calls: Counter[str] = Counter()

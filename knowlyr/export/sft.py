@@ -145,7 +145,7 @@ def _export_sft(
         raise ExportError(f"step weight mix must be in [0, 1], got {step_weight_mix}")
     if max_steps_per_row is not None:
         chunk_steps(1, max_steps_per_row, chunk_overlap)  # validates both
-    rows = _Rows(system_prompt, max_steps_per_row, chunk_overlap, step_weight_mix)
+    rows = _Rows(system_prompt, max_steps_per_row, chunk_overlap, step_weight_mix, tools is None)
     kept_rewards: list[float] = []
     kept_tasks: set[str] = set()
     rejected: list[tuple[str, str]] = []
@@ -171,7 +171,7 @@ def _export_sft(
             kept_tasks.add(td["task"].task_id)
         rows.flush()
         if tools is None:
-            tools = tool_schemas_from_calls(rows.all_tool_names, rows.all_params)
+            tools = tool_schemas_from_calls(rows.all_tool_names, rows.all_params, rows.all_keys)
         tools_json = [orjson.dumps(t) for t in tools]
         table = rows.table(tools_json)
     finally:
@@ -213,12 +213,21 @@ class _Rows:
     """The rows of an SFT export: gathered trajectory by trajectory in plain lists (one hot loop
     over the steps), assembled into Arrow columns batch by batch."""
 
-    def __init__(self, system_prompt: str | None, max_steps: int | None, overlap: int, mix: float):
+    def __init__(
+        self,
+        system_prompt: str | None,
+        max_steps: int | None,
+        overlap: int,
+        mix: float,
+        infer_tools: bool,
+    ) -> None:
         self.system_prompt = system_prompt or None
         self.max_steps, self.overlap, self.mix = max_steps, overlap, mix
+        self.infer_tools = infer_tools  # keep every call's tool, params and keys
         self.all_ids: list[str] = []
         self.all_tool_names: list[str] = []
         self.all_params: list[dict[str, Any]] = []
+        self.all_keys: list[tuple[str, ...]] = []
         self.meta: list[tuple[Any, ...]] = []  # (task_id, reward, success, n_steps, chunk)
         self.batches: list[Any] = []  # futures (or results) of _assemble_batch
         self._pool: Any = None
@@ -253,6 +262,7 @@ class _Rows:
         text = (contents if chunked else texts).append
         out = (outputs if chunked else texts).append
         tool, param, reward = self.tool_names.append, self.params.append, rewards.append
+        infer, keys = self.infer_tools, self.all_keys.append
         for s in steps:  # the hot loop: plain dict reads of the validated models
             d = s.__dict__
             a, o, m = d["action"], d["observation"], d["message"]
@@ -268,7 +278,10 @@ class _Rows:
                 continue
             ad = a.__dict__
             tool(ad["tool"])
-            param(ad["params"])
+            p = ad["params"]
+            param(p)
+            if infer:  # while the dict is in cache
+                keys(tuple(p))
             if o is None:
                 self.odd_steps.append((len(rewards) - 1, STEP_TOOL_NO_OBSERVATION))
                 if chunked:
@@ -342,8 +355,9 @@ class _Rows:
             self.mix,
         )
         self.all_ids += self.ids
-        self.all_tool_names += self.tool_names
-        self.all_params += self.params
+        if self.infer_tools:
+            self.all_tool_names += self.tool_names
+            self.all_params += self.params
         self._reset()
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="knowlyr-export-sft")
