@@ -80,7 +80,8 @@ def convert_cmd(
         0,
         "-w",
         "--workers",
-        help="Processes to convert with (0 = one per CPU; small inputs stay in this process).",
+        help="Processes to convert with (0 = one per CPU with 4+ CPUs, else 1; "
+        "small inputs stay in this process).",
     ),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any record is rejected."),
 ) -> None:

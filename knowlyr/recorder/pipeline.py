@@ -442,6 +442,12 @@ def iter_bytes(
         yield from _iter_lines(adapter, path, data.split(b"\n"), 1, redact)
 
 
+def auto_workers() -> int:
+    """What ``workers=0`` means here: one process per CPU with 4 CPUs or more, else 1."""
+    cpus = os.cpu_count() or 1
+    return cpus if cpus >= 4 else 1
+
+
 def iter_records(
     paths: Iterable[str | Path] | str | Path,
     *,
@@ -456,10 +462,12 @@ def iter_records(
         paths: files and directories (walked recursively for .json/.jsonl/.ndjson/.traj).
         format: a format name from :func:`list_formats`; ``None`` detects it per file.
         redact: replace API keys, tokens and passwords before anything is parsed or kept.
-        workers: processes to convert with (``1`` converts in this process; ``0`` = one per CPU).
-            Worth it for large batches (a few hundred logs or a JSONL file over 1 MB; smaller
-            inputs are converted in this process, which is faster than starting a pool);
-            results are the same and come back in the same order.
+        workers: processes to convert with: ``1`` converts in this process; ``0`` chooses:
+            one per CPU on machines with 4 CPUs or more, else this process alone (handing a
+            converted trajectory from one process to another costs ~60% of converting it,
+            so on 2 CPUs a pool gains little when they are idle and loses when they are not).
+            A pool is only started for large inputs (a few hundred logs or a JSONL file over
+            1 MB). Results are the same and come back in the same order either way.
         progress: called with each file's path once its records have been yielded.
 
     Raises:
@@ -474,7 +482,7 @@ def iter_records(
     if workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
     files = list(iter_files(paths))
-    n = workers or os.cpu_count() or 1
+    n = workers or auto_workers()
     if n > 1:
         from knowlyr.recorder import pool
 
