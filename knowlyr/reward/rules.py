@@ -45,7 +45,15 @@ from typing import TYPE_CHECKING
 
 from knowlyr.core.profile import DomainProfile
 from knowlyr.reward.actions import REGION, REPLACE, UNDO
-from knowlyr.reward.steps import reference_steps, step_table
+from knowlyr.reward.steps import (
+    TOKEN_PATTERN,
+    Scan,
+    StepExtractor,
+    assemble,
+    no_gc,
+    reference_steps,
+    step_table,
+)
 from knowlyr.trajectory import Step, TaskInfo, Trajectory
 
 if TYPE_CHECKING:
@@ -66,8 +74,6 @@ __all__ = [
 
 RULE_COLUMNS = ("non_redundancy", "non_regression", "info_utilization", "efficiency")
 
-#: Salient tokens: file names / dotted names, snake_case identifiers, ids with digits, numbers.
-TOKEN_PATTERN = r"[A-Za-z0-9_][\w\-]*(?:\.[A-Za-z_][\w\-]*)+|[A-Za-z_]\w*_\w+|[A-Za-z]+\d\w*|\d{3,}"
 
 _ENGINE = "auto"
 _MIX = 0x2545F4914F6CDD1D  # odd 63-bit multiplier spreading trajectory ids over a key
@@ -85,36 +91,183 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
     """
     import polars as pl
 
-    base = table.lazy().with_row_index("_row")
-    first = pl.col("step") == 0
+    first = table.filter(pl.col("step") == 0)
+    references = _references(first.select("task", "n_steps", "ref_steps"))
+    per_traj = pl.Series(
+        "reference", [None] * (int(table["traj"].max()) + 1 if table.height else 0)
+    )
+    per_traj = per_traj.cast(pl.Float64).scatter(first.get_column("traj"), references)
+    return _with_efficiency(_rubrics(table), per_traj)
+
+
+def score_rules(
+    trajectories: Sequence[Trajectory], profile: DomainProfile | str = "generic"
+) -> pl.DataFrame:
+    """Rule scores for a whole batch: :func:`rule_scores` of :func:`step_table`.
+
+    Large batches go through in chunks of about :data:`CHUNK_STEPS` steps, the polars part of
+    one chunk running on a second thread while Python reads the next (the rubrics other than
+    efficiency are per trajectory; efficiency's batch medians are taken over the whole batch).
+
+    Example:
+        >>> df = score_rules(trajectories, "coding")  # doctest: +SKIP
+        >>> df.columns
+        ['traj', 'step', 'non_redundancy', 'non_regression', 'info_utilization', 'efficiency', 'reference']
+    """
+    import polars as pl
+
+    extractor = StepExtractor(profile)
+    chunks = _chunks(trajectories, CHUNK_STEPS)
+    with no_gc():
+        if len(chunks) <= 1:
+            scan = extractor.scan(trajectories)
+            parts = [_rubrics(assemble(scan, extractor.facets()))]
+            scans = [scan]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            scans, futures = [], []
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rules") as pool:
+                for chunk in chunks:
+                    scans.append(extractor.scan(chunk))
+                    futures.append(pool.submit(_chunk_rubrics, scans[-1], extractor.facets()))
+                parts = [f.result() for f in futures]
+    offset = 0
+    for i, (part, scan) in enumerate(zip(parts, scans, strict=True)):
+        if offset:
+            parts[i] = part.with_columns(pl.col("traj") + offset)
+        offset += scan.per_traj.height
+    per_traj = pl.concat([scan.per_traj for scan in scans])
+    return _with_efficiency(pl.concat(parts), _references(per_traj))
+
+
+#: Steps per chunk of :func:`score_rules`.
+CHUNK_STEPS = 1 << 16
+
+
+def _chunks(trajectories: Sequence[Trajectory], size: int) -> list[Sequence[Trajectory]]:
+    """Consecutive runs of trajectories of about ``size`` steps each."""
+    out, start, steps = [], 0, 0
+    for i, t in enumerate(trajectories):
+        steps += len(t.steps)
+        if steps >= size:
+            out.append(trajectories[start : i + 1])
+            start, steps = i + 1, 0
+    if start < len(trajectories) or not out:
+        out.append(trajectories[start:])
+    return out
+
+
+def _chunk_rubrics(scan: Scan, facets: pl.DataFrame) -> pl.DataFrame:
+    return _rubrics(assemble(scan, facets))
+
+
+def _rubrics(table: pl.DataFrame) -> pl.DataFrame:
+    """``traj``, ``step`` and the three per-trajectory rubrics of a step table."""
+    import numpy as np
+    import polars as pl
+
+    lf = table.lazy().with_row_index("_row")
+    redundant, regressing, used, tokened, revealed = pl.collect_all(
+        [_redundant(lf), _regressing(lf), *_informed(lf)], engine=_ENGINE
+    )
+    n = table.height
+
+    def flags(rows: pl.DataFrame) -> pl.Series:
+        out = np.zeros(n, dtype=bool)
+        out[rows.get_column("_row").to_numpy()] = True
+        return pl.Series(out)
+
+    n_traj = int(table["traj"].max()) + 1 if n else 0
+    reveal = pl.Series([None] * n_traj, dtype=pl.Int64)
+    if revealed.height:
+        reveal = reveal.scatter(revealed.get_column("traj"), revealed.get_column("_reveal"))
+    traj = table.get_column("traj")
+    step = table.get_column("step")
+    # applicable when the action has a salient token and something was revealed before
+    informed = flags(tokened) & (reveal.gather(traj) < step).fill_null(False)
+    return pl.DataFrame(
+        {
+            "traj": traj,
+            "step": step,
+            "non_redundancy": np.where(flags(redundant).to_numpy(), 0.0, 1.0),
+            "non_regression": np.where(flags(regressing).to_numpy(), 0.0, 1.0),
+            "info_utilization": pl.select(
+                pl.when(pl.lit(informed)).then(pl.lit(flags(used)).cast(pl.Float64))
+            ).to_series(),
+        }
+    )
+
+
+def _references(per_traj: pl.DataFrame) -> pl.Series:
+    """Each trajectory's reference length: its own (``ref_steps``), else the median length of
+    the batch's trajectories of its task when there are at least two (``task``, ``n_steps``;
+    trajectories without steps do not count)."""
+    import polars as pl
+
+    median = (
+        per_traj.filter(pl.col("n_steps") > 0)
+        .group_by("task")
+        .agg(_med=pl.col("n_steps").median(), _cnt=pl.len())
+        .filter(pl.col("_cnt") >= 2)
+    )
+    return (
+        per_traj.join(median, on="task", how="left", maintain_order="left")
+        .select(reference=pl.coalesce("ref_steps", "_med"))
+        .to_series()
+    )
+
+
+def _with_efficiency(rubrics: pl.DataFrame, reference: pl.Series) -> pl.DataFrame:
+    """Add ``efficiency`` and ``reference`` from each trajectory's reference length."""
+    import polars as pl
+
+    ref = pl.col("reference")
+    i1 = pl.col("step").cast(pl.Float64) + 1.0
+    return rubrics.with_columns(reference.gather(rubrics.get_column("traj"))).select(
+        "traj",
+        "step",
+        *RULE_COLUMNS[:3],
+        efficiency=pl.when(ref.is_null()).then(None).when(i1 <= ref).then(1.0).otherwise(ref / i1),
+        reference=ref,
+    )
+
+
+def _before(flag: pl.Expr) -> pl.Expr:
+    """Count of ``flag`` in earlier steps of the same trajectory (no group window)."""
+    import polars as pl
+
+    run = flag.cum_sum() - flag  # global count before this row
+    return run - pl.when(pl.col("step") == 0).then(run).otherwise(None).forward_fill()
+
+
+def _redundant(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Rows repeating the trajectory's previous identical call with no state change between.
+
+    "Earlier rows of the same group" comes from stable sorts on one integer key (and back by
+    row), several times cheaper here than group windows (``.over``). Keys mix the trajectory
+    into a 64-bit hash (a collision is negligible at these sizes).
+    """
+    import polars as pl
+
     cat = pl.col("cat")
     is_x = (cat == "execute").cast(pl.Int32)
     is_w = ((cat == "write") & pl.col("ok")).cast(pl.Int32)
     read_t = cat.is_in(["read", "query"]) & pl.col("target").is_not_null()
-
-    def before(flag: pl.Expr) -> pl.Expr:
-        """Count of ``flag`` in earlier steps of the same trajectory (no group window)."""
-        run = flag.cum_sum() - flag  # global count before this row
-        return run - pl.when(first).then(run).otherwise(None).forward_fill()
-
-    # Redundancy on a narrow frame. "Earlier rows of the same group" comes from a stable sort
-    # on one integer key (and back by row), ~5x cheaper here than group windows (``.over``).
-    # Keys mix the trajectory into a 64-bit hash (a collision is negligible at these sizes).
-    key_t = pl.col("target").hash() ^ (pl.col("traj").cast(pl.UInt64) * _MIX)
-    key_s = pl.col("sig") ^ (pl.col("traj").cast(pl.UInt64) * _MIX)
+    mix = pl.col("traj").cast(pl.UInt64) * _MIX
     w = pl.col("_w")
     new_t = (pl.col("_k") != pl.col("_k").shift(1)).fill_null(True)
     run_w = w.cum_sum() - w  # in key order: applied writes before this row, all groups
-    red = (
-        base.select(
+    return (
+        lf.select(
             "_row",
-            _k=key_t,
-            _s=key_s,  # null for a message step (no signature)
+            _k=pl.col("target").hash() ^ mix,
+            _s=pl.col("sig") ^ mix,  # null for a message step (no signature)
             _w=is_w,
             _self=is_x + is_w,
             _rt=read_t,
             # state changes before the row, but for a read's writes to its target (below)
-            _b0=before(is_x) + pl.when(read_t).then(0).otherwise(before(is_w)),
+            _b0=_before(is_x) + pl.when(read_t).then(0).otherwise(_before(is_w)),
         )
         .sort("_k", maintain_order=True)
         # writes to this row's target earlier in its trajectory
@@ -127,22 +280,23 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
             _self="_self",
         )
         .sort("_s", maintain_order=True)
-        # state counter after the previous identical call of the trajectory
-        .select(  # in signature order: joined back on the row
-            "_row",
-            non_redundancy=pl.when(
-                pl.col("_s").is_not_null()
-                & (pl.col("_s") == pl.col("_s").shift(1))
-                & (pl.col("_before") == (pl.col("_before") + pl.col("_self")).shift(1))
-            )
-            .then(0.0)
-            .otherwise(1.0),
+        # the state counter is where the previous identical call of the trajectory left it
+        .filter(
+            pl.col("_s").is_not_null()
+            & (pl.col("_s") == pl.col("_s").shift(1))
+            & (pl.col("_before") == (pl.col("_before") + pl.col("_self")).shift(1))
         )
+        .select("_row")
     )
 
-    # Regression: replacements reversing an earlier applied replacement, region edits restoring
-    # earlier content, explicit undos.
-    applied = base.filter(pl.col("ok") & (pl.col("edit_kind") == REPLACE))
+
+def _regressing(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Replacements reversing an earlier applied replacement, region edits restoring earlier
+    content, explicit undos (all applied)."""
+    import polars as pl
+
+    ok = pl.col("ok")
+    applied = lf.filter(ok & (pl.col("edit_kind") == REPLACE))
     first_fwd = applied.group_by("traj", "fwd").agg(_first=pl.col("step").min())
     rev_hit = (
         applied.select("_row", "traj", "step", "rev")
@@ -151,7 +305,7 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
         .select("_row")
     )
     region = (
-        base.filter(pl.col("ok") & (pl.col("edit_kind") == REGION))
+        lf.filter(ok & (pl.col("edit_kind") == REGION))
         .with_columns(
             _prev=pl.col("content").shift(1).over("traj", "region"),
             _first=pl.col("step").min().over("traj", "region", "content"),
@@ -163,103 +317,54 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
         )
         .select("_row")
     )
-    undo = base.filter(pl.col("ok") & (pl.col("edit_kind") == UNDO)).select("_row")
-    regress = pl.concat([rev_hit, region, undo]).unique().with_columns(_regress=pl.lit(True))
+    undo = lf.filter(ok & (pl.col("edit_kind") == UNDO)).select("_row")
+    return pl.concat([rev_hit, region, undo])
 
-    # Information utilization: salient action tokens first revealed by an earlier observation.
-    obs_tok = (
-        pl.concat(
-            [
-                # a trajectory's last observation precedes no action: skip its tokens
-                base.filter(pl.col("step") + 1 < pl.col("n_steps")).select(
-                    "traj", "step", tok=pl.col("obs_text").str.extract_all(TOKEN_PATTERN)
-                ),
-                # the task instruction counts as an observation before step 0
-                base.filter(first & (pl.col("instruction") != "")).select(
-                    "traj",
-                    step=pl.lit(-1, pl.Int64),
-                    tok=pl.col("instruction").str.extract_all(TOKEN_PATTERN),
-                ),
-            ],
-            how="vertical_relaxed",
-        )
-        .explode("tok")
-        .drop_nulls("tok")
+
+def _informed(lf: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    """Info utilization: (rows using a token an earlier observation revealed, rows with a
+    salient token, each trajectory's first step after which something was revealed)."""
+    import polars as pl
+
+    step = pl.col("step")
+    obs = pl.concat(
+        [
+            # a trajectory's last observation precedes no action: skip its tokens
+            lf.filter(step + 1 < pl.col("n_steps")).select(
+                "traj", "step", tok=pl.col("obs_text").str.extract_all(TOKEN_PATTERN)
+            ),
+            # the task instruction counts as an observation before step 0
+            lf.filter((step == 0) & (pl.col("instruction") != "")).select(
+                "traj",
+                step=pl.lit(-1, pl.Int64),
+                tok=pl.col("instruction").str.extract_all(TOKEN_PATTERN),
+            ),
+        ],
+        how="vertical_relaxed",
     )
+    obs_tok = obs.explode("tok").drop_nulls("tok")
     # one UInt64 key per (trajectory, token): single-key integer grouping and joins (a 64-bit
     # hash collision could at worst mark one token as revealed: negligible)
-    tkey = pl.col("tok").hash() ^ (pl.col("traj").cast(pl.UInt64) * _MIX)
-    first_reveal = obs_tok.group_by("traj").agg(_reveal=pl.col("step").min())
+    mix = pl.col("traj").cast(pl.UInt64) * _MIX
     act_tok = (
-        base.filter(pl.col("cat") != "")
-        .select("_row", "traj", "step", tok=pl.col("act_text").str.extract_all(TOKEN_PATTERN))
-        .explode("tok")
-        .drop_nulls("tok")
-        .select("_row", "step", _k=tkey)
+        lf.filter(pl.col("cat") != "")
+        .select("_row", "traj", "step", "act_keys")
+        .explode("act_keys")
+        .drop_nulls("act_keys")
+        .select("_row", "step", _k=pl.col("act_keys") ^ mix)
     )
     # only observation tokens some action uses matter: filter before grouping them
     first_seen = (
-        obs_tok.select("step", _k=tkey)
+        obs_tok.select("step", _k=pl.col("tok").hash() ^ mix)
         .join(act_tok.select("_k"), on="_k", how="semi")
         .group_by("_k")
-        .agg(_seen=pl.col("step").min())
+        .agg(_seen=step.min())
     )
     used = (
-        act_tok.join(first_seen, on="_k", how="left")
-        .group_by("_row")
-        .agg(_used=(pl.col("_seen") < pl.col("step")).any())
+        act_tok.join(first_seen, on="_k", how="inner").filter(pl.col("_seen") < step).select("_row")
     )
-
-    # Efficiency against the task's reference length (else the batch median for the task).
-    batch_ref = (
-        base.filter(first)
-        .group_by("task")
-        .agg(_med=pl.col("n_steps").median(), _cnt=pl.len())
-        .filter(pl.col("_cnt") >= 2)
-        .select("task", "_med")
-    )
-    i1 = pl.col("step").cast(pl.Float64) + 1.0
-    ref = pl.coalesce("ref_steps", "_med").alias("reference")
-    out = (
-        base.join(regress, on="_row", how="left", maintain_order="left")
-        .join(used, on="_row", how="left", maintain_order="left")
-        .join(first_reveal, on="traj", how="left", maintain_order="left")
-        .join(batch_ref, on="task", how="left", maintain_order="left")
-        .select(
-            "_row",
-            "traj",
-            "step",
-            non_regression=pl.when(pl.col("_regress")).then(0.0).otherwise(1.0),
-            info_utilization=pl.when(
-                pl.col("_used").is_not_null()
-                & pl.col("_reveal").is_not_null()
-                & (pl.col("_reveal") < pl.col("step"))
-            ).then(pl.col("_used").cast(pl.Float64)),
-            efficiency=pl.when(ref.is_null())
-            .then(None)
-            .when(i1 <= ref)
-            .then(1.0)
-            .otherwise(ref / i1),
-            reference=ref,
-        )
-    )
-    out = out.join(red, on="_row", how="left", maintain_order="left").select(
-        "traj", "step", *RULE_COLUMNS, "reference"
-    )
-    return out.collect(engine=_ENGINE)
-
-
-def score_rules(
-    trajectories: Sequence[Trajectory], profile: DomainProfile | str = "generic"
-) -> pl.DataFrame:
-    """Rule scores for a whole batch: :func:`rule_scores` of :func:`step_table`.
-
-    Example:
-        >>> df = score_rules(trajectories, "coding")  # doctest: +SKIP
-        >>> df.columns
-        ['traj', 'step', 'non_redundancy', 'non_regression', 'info_utilization', 'efficiency', 'reference']
-    """
-    return rule_scores(step_table(trajectories, profile))
+    revealed = obs_tok.group_by("traj").agg(_reveal=step.min())
+    return used, act_tok.select("_row"), revealed
 
 
 def _one(steps: Sequence[Step], profile: DomainProfile | str, column: str, task: TaskInfo | None):

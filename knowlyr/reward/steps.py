@@ -17,8 +17,9 @@ same trajectory that named a file.
 from __future__ import annotations
 
 import gc
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -27,15 +28,26 @@ from knowlyr.reward.actions import NO_EDIT, REGION, REPLACE, ToolResolver, actio
 from knowlyr.trajectory import TaskInfo, Trajectory
 
 if TYPE_CHECKING:
+    import numpy as np
     import polars as pl
 
-__all__ = ["STEP_COLUMNS", "reference_steps", "step_table"]
+__all__ = [
+    "STEP_COLUMNS",
+    "TOKEN_PATTERN",
+    "Scan",
+    "StepExtractor",
+    "assemble",
+    "reference_steps",
+    "step_table",
+]
 
 STEP_COLUMNS = (
     "traj", "step", "task", "n_steps", "ref_steps", "cat", "target", "sig", "ok", "edit_kind",
-    "fwd", "rev", "region", "content", "act_text", "obs_text", "instruction",
+    "fwd", "rev", "region", "content", "act_text", "act_keys", "obs_text", "instruction",
 )  # fmt: skip
 
+#: Salient tokens: file names / dotted names, snake_case identifiers, ids with digits, numbers.
+TOKEN_PATTERN = r"[A-Za-z0-9_][\w\-]*(?:\.[A-Za-z_][\w\-]*)+|[A-Za-z_]\w*_\w+|[A-Za-z]+\d\w*|\d{3,}"
 #: Characters of an observation (and of the task instruction) scanned for tokens.
 OBS_CAP = 20_000
 _MASK = (1 << 64) - 1
@@ -92,7 +104,8 @@ def step_table(trajectories: Sequence[Trajectory], profile: DomainProfile | str)
     ``""`` for a message step), ``target``, ``sig`` (hash of canonical tool, tool, parameters
     and target; null for a message step), ``ok`` (the observation reports no failure),
     ``edit_kind``, ``fwd``/``rev`` (hashes of a replacement and its inverse),
-    ``region``/``content`` (hashes of a region edit), ``act_text``, ``obs_text``,
+    ``region``/``content`` (hashes of a region edit), ``act_text`` (the parameters' values
+    as one text), ``act_keys`` (hashes of its :data:`TOKEN_PATTERN` tokens), ``obs_text``,
     ``instruction`` (the task instruction on each trajectory's first row, else empty).
 
     Args:
@@ -105,63 +118,137 @@ def step_table(trajectories: Sequence[Trajectory], profile: DomainProfile | str)
         >>> table.select("traj", "step", "cat", "target").row(0)  # doctest: +SKIP
         (0, 0, 'read', 'src/app.py')
     """
-    resolver = ToolResolver(get_profile(profile))
-    # The pass allocates a few objects per step; with a large heap of trajectories the cyclic
-    # GC would re-traverse all of them again and again. Nothing here forms cycles.
+    extractor = StepExtractor(profile)
+    with no_gc():
+        scan = extractor.scan(trajectories)
+        facets = extractor.facets()
+    return assemble(scan, facets)
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """No cyclic GC inside: extraction allocates a few objects per step, and with a large heap
+    of trajectories the collector would re-traverse all of them again and again (nothing
+    here forms cycles)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        scan = _scan(trajectories)
-        distinct = _distinct_facets(scan[0], resolver)
+        yield
     finally:
         if enabled:
             gc.enable()
-    return _assemble(scan, distinct)
 
 
-def _scan(trajectories: Sequence[Trajectory]) -> tuple:
-    """The per-step Python pass: each step's distinct-call id and output, failed statuses."""
-    calls: dict[tuple[str, str], int] = {}
-    distinct: list[tuple[str, dict[str, Any]]] = [("", {})]  # id 0: a message step
-    ids: list[int] = []
-    outs: list[str] = []
-    bad: list[int] = []  # rows whose exit code or error reports a failure
-    lengths: list[int] = []
-    tasks: list[TaskInfo] = []
-    id_a, out_a, bad_a = ids.append, outs.append, bad.append
-    get = calls.get
-    dumps = orjson.dumps
-    for traj in trajectories:
-        steps = traj.steps
-        lengths.append(len(steps))
-        tasks.append(traj.task)
-        for step in steps:
-            action = step.action
-            if action is None:
-                id_a(0)
-            else:
-                tool = action.tool
-                params = action.params
-                # as a str: orjson's own bytes objects are costly to keep alive by the million
-                key = (tool, dumps(params).decode())
-                i = get(key)
-                if i is None:
-                    i = calls[key] = len(distinct)
-                    distinct.append((tool, params))
-                id_a(i)
-            obs = step.observation
-            if obs is None:
-                out_a("")
-            else:
-                out_a(obs.output)
-                if obs.exit_code or obs.error is not None:
-                    bad_a(len(outs) - 1)
-    return distinct, ids, outs, bad, lengths, tasks
+class Scan(NamedTuple):
+    """What the Python pass over a batch read, as columns (see :meth:`StepExtractor.scan`)."""
+
+    ids: pl.Series  # UInt32 distinct-call id per step (0: a message step)
+    outs: pl.Series  # String observation output per step ("" without one)
+    bad: np.ndarray  # rows whose exit code or error reports a failure
+    per_traj: pl.DataFrame  # task, n_steps, ref_steps, instruction per trajectory
 
 
-def _distinct_facets(distinct: list[tuple[str, dict[str, Any]]], resolver: ToolResolver) -> dict:
-    """Facets of each distinct call, as columns (row ``i`` = call id ``i``)."""
-    n = len(distinct)
+class StepExtractor:
+    """The Python side of :func:`step_table`, reusable across batches.
+
+    :meth:`scan` reads each step once and keys its call by ``(tool, orjson of the
+    parameters)``; :meth:`facets` parses each distinct call once (calls seen in an earlier
+    batch keep their facets); :func:`assemble` (pure polars) builds the table from both.
+    """
+
+    def __init__(self, profile: DomainProfile | str):
+        self._resolver = ToolResolver(get_profile(profile))
+        self._calls: dict[tuple[str, str], int] = {}
+        self._pending: list[tuple[str, dict[str, Any]]] = [("", {})]  # id 0: a message step
+        self._facets: pl.DataFrame | None = None
+
+    def scan(self, trajectories: Sequence[Trajectory]) -> Scan:
+        """The per-step pass: each step's distinct-call id, output and failure status."""
+        import numpy as np
+        import polars as pl
+
+        calls, pending = self._calls, self._pending
+        ids: list[int] = []
+        outs: list[str] = []
+        bad: list[int] = []
+        lengths: list[int] = []
+        tasks: list[TaskInfo] = []
+        id_a, out_a, bad_a = ids.append, outs.append, bad.append
+        get = calls.get
+        dumps = orjson.dumps
+        for traj in trajectories:
+            steps = traj.steps
+            lengths.append(len(steps))
+            tasks.append(traj.task)
+            for step in steps:
+                action = step.action
+                if action is None:
+                    id_a(0)
+                else:
+                    tool = action.tool
+                    params = action.params
+                    # a str key: orjson's own bytes objects are costly to keep by the million
+                    key = (tool, dumps(params).decode())
+                    i = get(key)
+                    if i is None:
+                        i = calls[key] = len(calls) + 1
+                        pending.append((tool, params))
+                    id_a(i)
+                obs = step.observation
+                if obs is None:
+                    out_a("")
+                else:
+                    out_a(obs.output)
+                    if obs.exit_code or obs.error is not None:
+                        bad_a(len(outs) - 1)
+        per_traj = pl.DataFrame(
+            {
+                "task": [t.task_id for t in tasks],
+                "n_steps": lengths,
+                "ref_steps": [reference_steps(t) for t in tasks],
+                "instruction": [t.instruction[:OBS_CAP] if n else "" for t, n in zip(tasks, lengths, strict=True)],
+            },
+            schema={"task": pl.String, "n_steps": pl.UInt32, "ref_steps": pl.Float64,
+                    "instruction": pl.String},
+        )  # fmt: skip
+        return Scan(
+            pl.Series("ids", ids, dtype=pl.UInt32),
+            pl.Series("obs_text", outs, dtype=pl.String),
+            np.asarray(bad, dtype=np.int64),
+            per_traj,
+        )
+
+    def facets(self) -> pl.DataFrame:
+        """Facets of every distinct call scanned so far, as columns (row ``i`` = call id ``i``)."""
+        import polars as pl
+
+        if len(self._pending) > 1 or self._facets is None:
+            start = 0 if self._facets is None else self._facets.height
+            new = pl.DataFrame(
+                _facet_columns(self._pending, self._resolver, message=start == 0),
+                schema={k: getattr(pl, v) for k, v in _FACET_SCHEMA.items()},
+            ).with_columns(  # each distinct call's tokens, hashed like observation tokens
+                _act_keys=pl.col("act_text")
+                .str.extract_all(TOKEN_PATTERN)
+                .list.eval(pl.element().hash())
+            )
+            self._facets = new if self._facets is None else pl.concat([self._facets, new])
+            self._pending = []
+        return self._facets
+
+
+_FACET_SCHEMA = {
+    "cat": "String", "_target": "String", "_on_open": "Boolean", "_opens": "Boolean",
+    "edit_kind": "UInt8", "_pre": "UInt64", "_on": "UInt64", "_no": "UInt64", "_old": "UInt64",
+    "content": "UInt64", "act_text": "String",
+}  # fmt: skip
+
+
+def _facet_columns(
+    calls: list[tuple[str, dict[str, Any]]], resolver: ToolResolver, *, message: bool
+) -> dict[str, list]:
+    """Facets of ``calls`` as columns; with ``message`` the first one is the message step."""
+    n = len(calls)
     cat = [""] * n
     target: list[str | None] = [None] * n
     on_open = [False] * n  # acts on the file the session has open
@@ -174,8 +261,8 @@ def _distinct_facets(distinct: list[tuple[str, dict[str, Any]]], resolver: ToolR
     new_h: list[int | None] = [None] * n
     text = [""] * n
     dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
-    for i in range(1, n):
-        tool, params = distinct[i]
+    for i in range(1 if message else 0, n):
+        tool, params = calls[i]
         f = action_facets(resolver, tool, params, _OPEN_A)
         t = f.target
         if t == _OPEN_A and action_facets(resolver, tool, params, _OPEN_B).target == _OPEN_B:
@@ -200,48 +287,33 @@ def _distinct_facets(distinct: list[tuple[str, dict[str, Any]]], resolver: ToolR
     }  # fmt: skip
 
 
-def _assemble(scan: tuple, distinct: dict) -> pl.DataFrame:
+def assemble(scan: Scan, facets: pl.DataFrame) -> pl.DataFrame:
+    """The step table from a :class:`Scan` and the facets of its calls (polars only: safe to
+    run in another thread while the next batch is scanned)."""
     import numpy as np
     import polars as pl
 
-    _, ids, outs, bad, lengths, tasks = scan
-    n_traj = len(lengths)
-    lens = np.asarray(lengths, dtype=np.int64)
-    starts = np.zeros(n_traj, dtype=np.int64)
+    ids, obs, bad, per_traj = scan
+    n = len(ids)
+    lens = per_traj.get_column("n_steps").to_numpy().astype(np.int64)
+    starts = np.zeros(len(lens), dtype=np.int64)
     np.cumsum(lens[:-1], out=starts[1:])
-    traj = np.repeat(np.arange(n_traj, dtype=np.uint32), lens)
-    step = np.arange(len(traj), dtype=np.int64) - np.repeat(starts, lens)
-    d = pl.DataFrame(
-        distinct,
-        schema={"cat": pl.String, "_target": pl.String, "_on_open": pl.Boolean,
-                "_opens": pl.Boolean, "edit_kind": pl.UInt8, "_pre": pl.UInt64,
-                "_on": pl.UInt64, "_no": pl.UInt64, "_old": pl.UInt64, "content": pl.UInt64,
-                "act_text": pl.String},
-    )  # fmt: skip
-    idx = pl.Series(ids, dtype=pl.UInt32)
-    rows = d[idx]  # gather every distinct call's facets onto its rows
-    obs = pl.Series("obs_text", outs, dtype=pl.String)
+    traj = np.repeat(np.arange(len(lens), dtype=np.uint32), lens)
+    step = np.arange(n, dtype=np.int64) - np.repeat(starts, lens)
+    rows = facets[ids]  # every distinct call's facets onto its rows
     if (obs.str.len_bytes() > OBS_CAP).any():
         obs = obs.str.head(OBS_CAP)
-    ok = np.ones(len(ids), dtype=bool)
-    ok[np.asarray(bad, dtype=np.int64)] = False
-    ok |= idx.to_numpy() == 0  # a message step has nothing to fail
-    per_traj = pl.DataFrame(
-        {
-            "task": [t.task_id for t in tasks],
-            "n_steps": lengths,
-            "ref_steps": [reference_steps(t) for t in tasks],
-        },
-        schema={"task": pl.String, "n_steps": pl.UInt32, "ref_steps": pl.Float64},
-    )  # fmt: skip
-    # the task instruction on each trajectory's first row
-    first = [i for i, n in enumerate(lengths) if n and tasks[i].instruction]
-    instruction = pl.Series("instruction", [""] * len(ids), dtype=pl.String)
-    if first:
-        instruction = instruction.scatter(
-            starts[first], [tasks[i].instruction[:OBS_CAP] for i in first]
-        )
+    ok = np.ones(n, dtype=bool)
+    ok[bad] = False
+    ok |= ids.to_numpy() == 0  # a message step has nothing to fail
     tr = pl.Series("traj", traj)
+    # the task instruction on each trajectory's first row
+    instruction = pl.Series("instruction", [], dtype=pl.String).extend_constant("", n)
+    has = (per_traj.get_column("instruction") != "").to_numpy()
+    if has.any():
+        instruction = instruction.scatter(
+            starts[has], per_traj.get_column("instruction").filter(pl.Series(has))
+        )
     df = rows.with_columns(
         tr,
         pl.Series("step", step, dtype=pl.UInt32),
@@ -285,6 +357,7 @@ def _assemble(scan: tuple, distinct: dict) -> pl.DataFrame:
         region=th ^ pl.col("_old"),
         content="content",
         act_text="act_text",
+        act_keys="_act_keys",
         obs_text="obs_text",
         instruction=instruction,
     )

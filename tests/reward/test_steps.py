@@ -118,3 +118,17 @@ def test_empty_batch_and_empty_trajectories():
     assert score_rules([], "coding").height == 0
     df = score_rules([traj([]), traj([call("read_file", path="a.py")])], "coding")
     assert df.select("traj", "step").rows() == [(1, 0)]
+
+
+def test_chunked_batches_score_like_one_table(monkeypatch):
+    """Large batches are scored in chunks (extraction of one overlapping the polars work on
+    the one before): same rows as one table, batch medians over the whole batch."""
+    import knowlyr.reward.rules as rules
+
+    trajs = make_corpus(300, seed=11)
+    whole = rule_scores(step_table(trajs, "coding"))
+    monkeypatch.setattr(rules, "CHUNK_STEPS", 97)
+    chunked = score_rules(trajs, "coding")
+    assert len(rules._chunks(trajs, 97)) > 20
+    assert chunked.equals(whole)
+    assert _rows(chunked) == reference_rules(trajs, "coding")
