@@ -7,6 +7,14 @@ columns (``trajectory_id``, ``task_id``, ``reward``, ``success``, ``n_steps``, `
 Nothing is truncated: long trajectories are split at step boundaries when asked
 (``max_steps_per_row``), never cut inside a message.
 
+How it is fast: one loop reads each step's fields (plain dict reads of the validated models)
+into flat lists; every 1,024 rows the batch is handed to a worker thread that builds the
+Arrow columns at once (:mod:`knowlyr.export.sft_columns`: one ``orjson`` call for all the
+texts, one for all the tool arguments, the messages joined from the format module's JSON
+templates; step weights with numpy) while the next batch is gathered. The result is byte for
+byte the per-row construction from :func:`knowlyr.agents.action_format.trajectory_to_messages`
+(``tests/export/test_sft_columns.py``).
+
 Example:
     >>> result = export_sft(trajectories, min_reward=0.5)  # doctest: +SKIP
     >>> result.dataset[0]["messages"][2]["tool_calls"][0]["function"]["name"]  # doctest: +SKIP
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable, Mapping
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -109,7 +118,7 @@ def export_sft(
         An :class:`ExportResult`; rejected trajectories are listed with the reason.
     """
     gc_was_on = gc.isenabled()
-    gc.disable()  # millions of short-lived bytes objects: cyclic GC passes would dominate the export
+    gc.disable()  # the gather loop allocates ~100 objects per row: GC passes would dominate
     try:
         return _export_sft(
             trajectories,
@@ -384,7 +393,7 @@ class _Rows:
             pa.array(np.arange(n + 1, dtype=np.int32) * k),
             tool_values.take(pa.array(np.tile(np.arange(k), n))),
         )
-        meta = list(zip(*self.meta, strict=True)) if self.meta else [[]] * len(_META_COLUMNS)
+        meta = [list(map(itemgetter(i), self.meta)) for i in range(len(_META_COLUMNS))]
         return pa.table(
             {
                 "messages": pa.chunked_array(messages, type=pa.list_(pa.json_())),

@@ -5,7 +5,9 @@ What it adds to ``trl.SFTTrainer`` (everything else is TRL's):
 - **observation masking**: ``assistant_only_loss`` on by default, so labels are -100 on every
   system, user and tool token;
 - **step-weighted loss**: each assistant turn's tokens are weighted by the row's
-  ``step_weights`` (from step rewards); weight-0 turns (chunk context) get label -100;
+  ``step_weights`` (from step rewards); weight-0 turns (chunk context) get label -100. The
+  collator spreads the weights over a whole batch with tensor ops; the loss is TRL's, one
+  forward pass, times the weights;
 - **curriculum**: rows ordered by (steps, -reward) and read in that order;
 - **LoRA** from ``lora_r`` through peft.
 
@@ -34,34 +36,69 @@ __all__ = [
     "KnowlyrSFTTrainer",
     "WeightedDataCollator",
     "curriculum_order",
+    "spread_turn_weights",
     "token_weights",
 ]
 
 
-def token_weights(labels: list[int], turn_weights: list[float]) -> tuple[list[int], list[float]]:
-    """Spread per-turn weights over tokens and mask weight-0 turns.
+def spread_turn_weights(
+    labels: torch.Tensor, turn_weights: list[list[float]], lengths: list[int] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Spread per-turn weights over the tokens of a collated batch and mask weight-0 turns.
 
     Each maximal run of labels that are not -100 is one assistant turn (the chat template puts
-    the masked role header between turns); the k-th run gets ``turn_weights[k]``. Returns the
-    new labels (-100 where the weight is 0) and one weight per token (0 on masked tokens).
+    the masked role header between turns); the k-th run of sequence ``i`` gets
+    ``turn_weights[i][k]`` (1.0 past the end of the list). Tensor ops over the whole batch: no
+    per-token Python.
+
+    Args:
+        labels: ``(batch, length)`` labels, one sequence per row (right padding with -100), or
+            ``(1, total)`` for padding-free batches (then ``lengths`` gives each sequence's
+            length, in order).
+        turn_weights: each sequence's turn weights (the ``step_weights`` column).
+        lengths: sequence lengths of a padding-free batch.
+
+    Returns:
+        The labels with -100 on weight-0 turns (a new tensor), and the ``float32`` weight of
+        every token (0 where the label is -100).
     """
-    out_labels = list(labels)
-    weights = [0.0] * len(labels)
-    turn = -1
-    prev_masked = True
-    for i, lab in enumerate(labels):
-        if lab == -100:
-            prev_masked = True
-            continue
-        if prev_masked:
-            turn += 1
-            prev_masked = False
-        w = float(turn_weights[turn]) if turn < len(turn_weights) else 1.0
-        if w <= 0.0:
-            out_labels[i] = -100
-        else:
-            weights[i] = w
-    return out_labels, weights
+    flat = labels.reshape(-1)
+    n = flat.numel()
+    if lengths is None:
+        rows, width = labels.shape
+        seg = torch.arange(rows).repeat_interleave(width)
+        seg_start = torch.arange(rows) * width
+    else:
+        lens = torch.as_tensor(lengths, dtype=torch.long)
+        seg_start = torch.cumsum(lens, 0) - lens
+        seg = torch.repeat_interleave(torch.arange(len(lengths)), lens)
+        seg = torch.cat([seg, seg.new_full((n - seg.numel(),), max(len(lengths) - 1, 0))])
+    mask = flat != -100
+    prev = torch.zeros_like(mask)
+    prev[1:] = mask[:-1]
+    prev[seg_start] = False  # a sequence's first token starts a run
+    start = (mask & ~prev).long()
+    runs = torch.cumsum(start, 0)
+    turn = runs - 1 - (runs[seg_start] - start[seg_start])[seg]  # run index in its sequence
+    k = max((len(w) for w in turn_weights), default=0)
+    table = torch.ones((len(turn_weights), k + 1), dtype=torch.float64)  # 1.0 past the end
+    given = torch.arange(k + 1)[None, :] < torch.tensor([len(w) for w in turn_weights])[:, None]
+    table[given] = torch.tensor([w for ws in turn_weights for w in ws], dtype=torch.float64)
+    weights = table[seg, turn.clamp(0, k)]
+    dropped = mask & (weights <= 0)
+    weights = torch.where(mask & ~dropped, weights, 0.0).to(torch.float32)
+    return labels.masked_fill(dropped.reshape(labels.shape), -100), weights.reshape(labels.shape)
+
+
+def token_weights(labels: list[int], turn_weights: list[float]) -> tuple[list[int], list[float]]:
+    """:func:`spread_turn_weights` for one sequence, as lists.
+
+    Example:
+        >>> token_weights([-100, 5, 6, -100, 7], [0.0, 2.0])
+        ([-100, -100, -100, -100, 7], [0.0, 0.0, 0.0, 0.0, 2.0])
+    """
+    out, weights = spread_turn_weights(torch.tensor([labels], dtype=torch.long), [turn_weights])
+    return out[0].tolist(), weights[0].tolist()
 
 
 def curriculum_order(dataset: Any) -> Any:
@@ -78,24 +115,18 @@ def curriculum_order(dataset: Any) -> Any:
 
 
 class WeightedDataCollator(DataCollatorForLanguageModeling):
-    """TRL's language-modeling collator that also pads a ``loss_weights`` column (with 0)."""
+    """TRL's language-modeling collator that also spreads each row's ``step_weights`` over its
+    tokens (``loss_weights``, see :func:`spread_turn_weights`) and masks weight-0 turns."""
 
     def torch_call(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
-        weights = (
-            [ex.pop("loss_weights") for ex in examples] if "loss_weights" in examples[0] else None
-        )
+        if "step_weights" not in examples[0]:
+            return super().torch_call(examples)
+        turn_weights = [ex.pop("step_weights") for ex in examples]
+        lengths = [len(ex["input_ids"]) for ex in examples] if self.padding_free else None
         out = super().torch_call(examples)
-        if weights is not None:
-            if self.padding_free:
-                out["loss_weights"] = torch.tensor(
-                    [w for ws in weights for w in ws], dtype=torch.float32
-                )[None]
-            else:
-                width = out["input_ids"].shape[1]
-                padded = torch.zeros((len(weights), width), dtype=torch.float32)
-                for i, ws in enumerate(weights):
-                    padded[i, : len(ws)] = torch.tensor(ws[:width], dtype=torch.float32)
-                out["loss_weights"] = padded
+        out["labels"], out["loss_weights"] = spread_turn_weights(
+            out["labels"], turn_weights, lengths
+        )
         return out
 
 
@@ -139,24 +170,21 @@ class KnowlyrSFTTrainer(SFTTrainer):
         self, dataset: Any, processing_class: Any, args: Any, *rest: Any, **kw: Any
     ) -> Any:
         dataset = super()._prepare_dataset(dataset, processing_class, args, *rest, **kw)
-        if self._step_weighted and "labels" in dataset.column_names:
-            if "step_weights" not in dataset.column_names:
-                raise TrainError(
-                    "step_weighted_loss needs a `step_weights` column (an SFT export has one); "
-                    "set step_weighted_loss=False"
-                )
-
-            def add_weights(ex: dict[str, Any]) -> dict[str, Any]:
-                labels, weights = token_weights(ex["labels"], ex["step_weights"])
-                return {"labels": labels, "loss_weights": weights}
-
-            dataset = dataset.map(add_weights, desc="Spreading step weights over tokens")
+        if (
+            self._step_weighted
+            and "labels" in dataset.column_names
+            and "step_weights" not in dataset.column_names
+        ):
+            raise TrainError(
+                "step_weighted_loss needs a `step_weights` column (an SFT export has one); "
+                "set step_weighted_loss=False"
+            )
         return dataset
 
     def _set_signature_columns_if_needed(self) -> None:
         super()._set_signature_columns_if_needed()
-        if self._step_weighted and "loss_weights" not in self._signature_columns:
-            self._signature_columns = [*self._signature_columns, "loss_weights"]
+        if self._step_weighted and "step_weights" not in self._signature_columns:
+            self._signature_columns = [*self._signature_columns, "step_weights"]
 
     def _get_train_sampler(self, train_dataset: Any = None) -> Any:
         if self._curriculum:

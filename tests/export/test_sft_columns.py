@@ -284,3 +284,12 @@ def test_nan_and_negative_step_rewards_take_the_general_weight_path():
     t = Trajectory(task=TaskInfo(task_id="x"), steps=steps, outcome=Outcome(success=True))
     u = t.model_copy(update={"steps": steps[:2]}).rehash()
     assert_same([t, u])
+
+
+def test_an_empty_export_keeps_the_column_types():
+    bad = Trajectory(task=TaskInfo(task_id="x"), outcome=Outcome(success=False))
+    res = export_sft([bad])
+    want, _ = reference_table([], system_prompt="You are an agent.")
+    assert res.dataset.num_rows == 0
+    assert res.dataset.data.table.schema.remove_metadata() == want.schema
+    assert res.card.rejected == {"no steps": 1}

@@ -9,7 +9,7 @@ from knowlyr.agents.action_format import render_action
 from knowlyr.export import export_sft
 from knowlyr.train.models import build_tiny_model_for
 from knowlyr.train.sft_config import KnowlyrSFTConfig
-from knowlyr.train.sft_trainer import KnowlyrSFTTrainer
+from knowlyr.train.sft_trainer import KnowlyrSFTTrainer, spread_turn_weights
 from knowlyr.trajectory import Observation, Outcome, Step, TaskInfo, ToolCall, Trajectory
 
 
@@ -128,8 +128,13 @@ def test_chunking_splits_at_step_boundaries_with_context_that_is_not_trained(tmp
     ]  # every step trained once, in order
     trainer, tok = _trainer(ds, tmp_path, step_weighted_loss=True)
     row = trainer.train_dataset[1]
+    batch = trainer.data_collator([{k: row[k] for k in ("input_ids", "labels", "step_weights")}])
     trained = tok.decode(
-        [t for t, lab in zip(row["input_ids"], row["labels"], strict=True) if lab != -100]
+        [
+            t
+            for t, lab in zip(row["input_ids"], batch["labels"][0].tolist(), strict=True)
+            if lab != -100
+        ]
     )
     assert (
         "A0B1C" not in trained and "A0B2C" in trained and "A0B3C" in trained
@@ -168,3 +173,46 @@ def test_config_defaults_suit_a_cpu():
         and not config.activation_checkpointing
     )
     assert config.report_to in ("none", ["none"], [])
+
+
+def _reference_token_weights(labels, turn_weights):
+    """The per-token loop the collator's tensor version replaces."""
+    out, weights, turn, prev_masked = list(labels), [0.0] * len(labels), -1, True
+    for i, lab in enumerate(labels):
+        if lab == -100:
+            prev_masked = True
+            continue
+        if prev_masked:
+            turn, prev_masked = turn + 1, False
+        w = float(turn_weights[turn]) if turn < len(turn_weights) else 1.0
+        if w <= 0.0:
+            out[i] = -100
+        else:
+            weights[i] = w
+    return out, weights
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_batch_weight_spreading_equals_the_per_token_loop(seed):
+    gen = torch.Generator().manual_seed(seed)
+    seqs, turn_weights = [], []
+    for _ in range(6):
+        n = int(torch.randint(1, 40, (1,), generator=gen))
+        lab = torch.randint(0, 50, (n,), generator=gen)
+        lab[torch.rand(n, generator=gen) < 0.5] = -100
+        seqs.append(lab.tolist())
+        k = int(torch.randint(0, 5, (1,), generator=gen))
+        turn_weights.append([float(x) for x in torch.randint(0, 3, (k,), generator=gen) * 0.5])
+    want = [_reference_token_weights(lab, w) for lab, w in zip(seqs, turn_weights, strict=True)]
+    width = max(map(len, seqs)) + 3
+    padded = torch.full((len(seqs), width), -100)
+    for i, lab in enumerate(seqs):
+        padded[i, : len(lab)] = torch.tensor(lab)
+    labels, weights = spread_turn_weights(padded, turn_weights)
+    for i, (wl, ww) in enumerate(want):
+        assert labels[i, : len(wl)].tolist() == wl and weights[i, : len(ww)].tolist() == ww
+        assert set(labels[i, len(wl) :].tolist()) <= {-100} and not weights[i, len(ww) :].any()
+    flat = torch.tensor([[x for lab in seqs for x in lab] + [-100, -100]])  # padding-free
+    labels, weights = spread_turn_weights(flat, turn_weights, [len(x) for x in seqs])
+    assert labels[0].tolist() == [x for wl, _ in want for x in wl] + [-100, -100]
+    assert weights[0].tolist() == [x for _, ww in want for x in ww] + [0.0, 0.0]
