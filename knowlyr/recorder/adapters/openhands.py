@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from types import NoneType
 from typing import Any
 
 import orjson
@@ -47,7 +48,7 @@ from knowlyr.recorder.base import (
     trajectory,
     usage,
 )
-from knowlyr.trajectory import Observation, Step, Trajectory
+from knowlyr.trajectory import Observation, Step, ToolCall, Trajectory, Usage
 
 _fromiso = datetime.fromisoformat
 
@@ -301,16 +302,27 @@ def convert_events(
                         params["outputs"] = args["outputs"]
                     if args.get("task_completed") is not None:
                         params["task_completed"] = args["task_completed"]
+                call_id = tcm.get("tool_call_id") if tcm else None
+                if type(tool) is str and type(params) is dict and type(call_id) in (str, NoneType):
+                    call = _build(ToolCall, {"tool": tool, "params": params, "call_id": call_id})
+                else:
+                    call = tool_call(tool, params, call_id)
+                if type(p) is int and type(c) is int:
+                    use = _build(
+                        Usage, {"prompt_tokens": p, "completion_tokens": c, "cost_usd": None}
+                    )
+                else:
+                    use = usage(p, c)
                 s = _build(  # what step() builds, inlined: this runs for every action of every log
                     Step,
                     {
                         "index": len(steps),
                         "thought": thought if type(thought) is str else as_str(thought),
-                        "action": tool_call(tool, params, tcm.get("tool_call_id") if tcm else None),
+                        "action": call,
                         "message": None,
                         "observation": None,
                         "reward": None,
-                        "usage": usage(p, c),
+                        "usage": use,
                         "token_ids": None,
                         "logprobs": None,
                         "timestamp": _time(e.get("timestamp")),
