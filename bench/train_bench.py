@@ -127,7 +127,7 @@ def main() -> None:
     torch.set_num_threads(1)  # identical for both; the CPU is shared
     torch.set_num_interop_threads(1)
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 800
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 7
     trajs = collect(
         "knowlyr/conversation", ExpertAgent, n, seed=0, env_kwargs={"family": "order_status"}
     )
@@ -167,6 +167,11 @@ def main() -> None:
                 f" wall, {med(kind, 'tokens_per_cpu_s') / med('trl', 'tokens_per_cpu_s'):.2f}x CPU"
                 f" (paired per round: {paired(kind, 'tokens_per_s'):.2f}x wall, "
                 f"{paired(kind, 'tokens_per_cpu_s'):.2f}x CPU)"
+                f"\n  {'':50s} rounds (CPU): "
+                + " ".join(
+                    f"{o['tokens_per_cpu_s'] / t['tokens_per_cpu_s']:.2f}"
+                    for o, t in zip(results[kind], results["trl"], strict=True)
+                )
             )
         print(line)
     print("  budget: KnowlyrSFTTrainer >= 0.95x plain TRL (tokens per second, same model and data)")

@@ -25,6 +25,8 @@ Example:
 from __future__ import annotations
 
 import gc
+import sys
+import threading
 from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any
@@ -369,6 +371,7 @@ class _Rows:
             self.all_params += self.params
         self._reset()
         if self._pool is None:
+            _fine_gil_switching(True)
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="knowlyr-export-sft")
         self.batches.append(self._pool.submit(_assemble_batch, *job))
 
@@ -376,6 +379,7 @@ class _Rows:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+            _fine_gil_switching(False)
 
     def table(self, tools_json: list[bytes]) -> Any:
         """The export's Arrow table (after the last :meth:`flush`; waits for the batches)."""
@@ -406,6 +410,30 @@ class _Rows:
                 "step_weights": pa.chunked_array(weights, type=pa.list_(pa.float64())),
             }
         )
+
+
+_switching = {"users": 0, "saved": 0.005}
+_switching_lock = threading.Lock()
+
+
+def _fine_gil_switching(on: bool) -> None:
+    """Hand the GIL over every 0.1 ms while an export's worker thread runs (restored after).
+
+    The worker spends most of its time in numpy / Arrow calls that release the GIL, but needs
+    it back between calls; with the default 5 ms switch interval it waits up to 5 ms each
+    time while the gather loop runs, and falls behind. Reference-counted for concurrent
+    exports.
+    """
+    with _switching_lock:
+        if on:
+            if _switching["users"] == 0:
+                _switching["saved"] = sys.getswitchinterval()
+                sys.setswitchinterval(min(_switching["saved"], 1e-4))
+            _switching["users"] += 1
+        else:
+            _switching["users"] -= 1
+            if _switching["users"] == 0:
+                sys.setswitchinterval(_switching["saved"])
 
 
 _META_COLUMNS = {

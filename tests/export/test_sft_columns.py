@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 
 from knowlyr.agents.action_format import trajectory_to_messages
+from knowlyr.errors import ExportError
 from knowlyr.export import (
     chunk_steps,
     export_sft,
@@ -293,3 +294,15 @@ def test_an_empty_export_keeps_the_column_types():
     assert res.dataset.num_rows == 0
     assert res.dataset.data.table.schema.remove_metadata() == want.schema
     assert res.card.rejected == {"no steps": 1}
+
+
+def test_the_gil_switch_interval_is_restored_after_an_export(monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sft_module, "_BATCH_ROWS", 3)  # a worker thread runs
+    before = sys.getswitchinterval()
+    export_sft(generated_corpus(1, n=10), only_success=False)
+    assert sys.getswitchinterval() == before
+    with pytest.raises(ExportError, match="record 8"):  # a failing export restores it too
+        export_sft([*generated_corpus(1, n=8), object()], only_success=False)  # type: ignore[list-item]
+    assert sys.getswitchinterval() == before
