@@ -51,8 +51,8 @@ _AGENTSKILLS_READ = {"open_file", "goto_line", "scroll_down", "scroll_up"}
 _AGENTSKILLS_EDIT = {"edit_file_by_replace", "insert_content_at_line", "append_file", "edit_file"}
 _AGENTSKILLS_WRITE = {"create_file"}
 _AGENTSKILLS_SEARCH = {"search_dir", "search_file", "find_file"}
-# tools whose command text is parsed (besides any tool of the execute category)
-_PARSED_TOOLS = _IPY_TOOLS | _SWE_COMMANDS | _SHELL_TOOLS
+#: Tools whose command text is parsed (besides any tool of the execute category).
+PARSED_TOOLS = _IPY_TOOLS | _SWE_COMMANDS | _SHELL_TOOLS
 _ARG_KEYS = _PATH_KEYS + _OLD_KEYS + _CONTENT_KEYS
 _facets = tuple.__new__  # builds an ActionFacets from a full 6-tuple without the keyword layer
 
@@ -245,7 +245,7 @@ def action_facets(
     """
     resolver = profile if isinstance(profile, ToolResolver) else ToolResolver(profile)
     name, category, key, cat = resolver.resolve(tool, params)
-    if tool in _PARSED_TOOLS or category == ToolCategory.EXECUTE:  # command text to parse?
+    if tool in PARSED_TOOLS or category == ToolCategory.EXECUTE:  # command text to parse?
         cmd = _first(params, _CMD_KEYS)
         if isinstance(cmd, str):
             f = None

@@ -47,12 +47,11 @@ from knowlyr.core.profile import DomainProfile
 from knowlyr.reward.actions import REGION, REPLACE, UNDO
 from knowlyr.reward.steps import (
     TOKEN_PATTERN,
-    Scan,
     StepExtractor,
-    assemble,
     no_gc,
     reference_steps,
     step_table,
+    table_plan,
 )
 from knowlyr.trajectory import Step, TaskInfo, Trajectory
 
@@ -121,7 +120,7 @@ def score_rules(
     with no_gc():
         if len(chunks) <= 1:
             scan = extractor.scan(trajectories)
-            parts = [_rubrics(assemble(scan, extractor.facets()))]
+            parts = [_chunk_rubrics(table_plan(scan, extractor.facets()))]
             scans = [scan]
         else:
             from concurrent.futures import ThreadPoolExecutor
@@ -130,7 +129,8 @@ def score_rules(
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rules") as pool:
                 for chunk in chunks:
                     scans.append(extractor.scan(chunk))
-                    futures.append(pool.submit(_chunk_rubrics, scans[-1], extractor.facets()))
+                    plan = table_plan(scans[-1], extractor.facets())
+                    futures.append(pool.submit(_chunk_rubrics, plan))
                 parts = [f.result() for f in futures]
     offset = 0
     for i, (part, scan) in enumerate(zip(parts, scans, strict=True)):
@@ -158,8 +158,9 @@ def _chunks(trajectories: Sequence[Trajectory], size: int) -> list[Sequence[Traj
     return out
 
 
-def _chunk_rubrics(scan: Scan, facets: pl.DataFrame) -> pl.DataFrame:
-    return _rubrics(assemble(scan, facets))
+def _chunk_rubrics(plan: pl.LazyFrame) -> pl.DataFrame:
+    """On the worker thread: two collects, each one long stretch without the GIL."""
+    return _rubrics(plan.collect())
 
 
 def _rubrics(table: pl.DataFrame) -> pl.DataFrame:

@@ -17,14 +17,23 @@ same trajectory that named a file.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
-from knowlyr.core.profile import DomainProfile, get_profile
-from knowlyr.reward.actions import NO_EDIT, REGION, REPLACE, ToolResolver, action_facets
+from knowlyr.core.profile import DomainProfile, ToolCategory, get_profile
+from knowlyr.reward.actions import (
+    NO_EDIT,
+    PARSED_TOOLS,
+    REGION,
+    REPLACE,
+    ToolResolver,
+    action_facets,
+)
 from knowlyr.trajectory import TaskInfo, Trajectory
 
 if TYPE_CHECKING:
@@ -39,6 +48,7 @@ __all__ = [
     "assemble",
     "reference_steps",
     "step_table",
+    "table_plan",
 ]
 
 STEP_COLUMNS = (
@@ -82,7 +92,8 @@ def reference_steps(task: TaskInfo) -> float | None:
 
 
 def _text_of(params: dict[str, Any]) -> str:
-    """The parameters' values as one text (what info-utilization tokenises)."""
+    """The parameters' values as one text (what info-utilization tokenises, once the SWE-agent
+    ``end_of_edit`` markers are removed)."""
     try:
         text = "\n".join(params.values())  # all strings: the common case
     except TypeError:
@@ -93,7 +104,7 @@ def _text_of(params: dict[str, Any]) -> str:
             elif v is not None and not isinstance(v, bool):
                 parts.append(orjson.dumps(v).decode() if isinstance(v, dict | list) else str(v))
         text = "\n".join(parts)
-    return text.replace("end_of_edit", "") if "end_of_edit" in text else text
+    return text
 
 
 def step_table(trajectories: Sequence[Trajectory], profile: DomainProfile | str) -> pl.DataFrame:
@@ -161,6 +172,7 @@ class StepExtractor:
         self._calls: dict[tuple[str, str], int] = {}
         self._pending: list[tuple[str, dict[str, Any]]] = [("", {})]  # id 0: a message step
         self._facets: pl.DataFrame | None = None
+        self._templates: dict[tuple, _Template | None] = {}
 
     def scan(self, trajectories: Sequence[Trajectory]) -> Scan:
         """The per-step pass: each step's distinct-call id, output and failure status."""
@@ -224,72 +236,248 @@ class StepExtractor:
 
         if len(self._pending) > 1 or self._facets is None:
             start = 0 if self._facets is None else self._facets.height
-            new = pl.DataFrame(
-                _facet_columns(self._pending, self._resolver, message=start == 0),
-                schema={k: getattr(pl, v) for k, v in _FACET_SCHEMA.items()},
-            ).with_columns(  # each distinct call's tokens, hashed like observation tokens
-                _act_keys=pl.col("act_text")
-                .str.extract_all(TOKEN_PATTERN)
-                .list.eval(pl.element().hash())
-            )
+            new = _facet_frame(self._pending, self._resolver, self._templates, message=start == 0)
             self._facets = new if self._facets is None else pl.concat([self._facets, new])
             self._pending = []
         return self._facets
 
 
-_FACET_SCHEMA = {
-    "cat": "String", "_target": "String", "_on_open": "Boolean", "_opens": "Boolean",
-    "edit_kind": "UInt8", "_pre": "UInt64", "_on": "UInt64", "_no": "UInt64", "_old": "UInt64",
-    "content": "UInt64", "act_text": "String",
-}  # fmt: skip
+def _facet_frame(
+    calls: list[tuple[str, dict[str, Any]]],
+    resolver: ToolResolver,
+    templates: dict[tuple, _Template | None],
+    *,
+    message: bool,
+) -> pl.DataFrame:
+    """Facets of ``calls`` (row ``i`` = ``calls[i]``); with ``message`` the first one stands
+    for the message step.
+
+    Calls whose values are all strings and whose tool needs no command parsing follow the
+    :class:`_Template` of their shape (tool, parameter names, ``command``), worked out once
+    per shape and filled in by polars for all its calls; every other call goes through
+    :func:`action_facets`.
+    """
+    import polars as pl
+
+    general: list[int] = []
+    shapes: dict[tuple, list[int]] = {}
+    texts: list[str] = [""] * len(calls)
+    for i in range(1 if message else 0, len(calls)):
+        tool, params = calls[i]
+        if tool in PARSED_TOOLS:
+            general.append(i)
+            continue
+        try:
+            texts[i] = "\n".join(params.values())  # only strings (the common case)
+        except TypeError:
+            general.append(i)
+            continue
+        shape = (tool, tuple(params), params.get("command"))
+        rows = shapes.get(shape)
+        if rows is None:
+            rows = shapes[shape] = []
+        rows.append(i)
+    frames = []
+    for shape, rows in shapes.items():
+        tpl = templates.get(shape, _UNSEEN)
+        if tpl is _UNSEEN:
+            tool, params = calls[rows[0]]
+            tpl = templates[shape] = _template(resolver, tool, params)
+        if tpl is None:
+            general.extend(rows)
+        else:
+            frames.append(_filled(tpl, shape[0], rows, [calls[i][1] for i in rows], texts))
+    if general or message:
+        frames.append(_parsed(calls, sorted(general), resolver, message=message))
+    d = pl.concat(frames, how="vertical_relaxed").sort("_pos") if len(frames) > 1 else frames[0]
+    kind, old, new = pl.col("edit_kind"), pl.col("_old_s"), pl.col("_new_s")
+    replace, region = kind == REPLACE, kind == REGION
+    text = pl.col("act_text").str.replace_all("end_of_edit", "", literal=True)
+    return d.with_columns(act_text=text).select(
+        "cat",
+        "_target",
+        "_on_open",
+        "_opens",
+        "edit_kind",
+        "_pre",
+        # hashes of (old, new), (new, old), the region and its new content
+        _on=pl.when(replace).then(pl.struct(old, new).hash()),
+        _no=pl.when(replace).then(pl.struct(new, old).hash()),
+        _old=pl.when(region).then(old.hash()),
+        content=pl.when(region).then(new.hash()),
+        act_text="act_text",
+        # each distinct call's tokens, hashed like observation tokens
+        _act_keys=pl.col("act_text").str.extract_all(TOKEN_PATTERN).list.eval(pl.element().hash()),
+    )
 
 
-def _facet_columns(
-    calls: list[tuple[str, dict[str, Any]]], resolver: ToolResolver, *, message: bool
-) -> dict[str, list]:
-    """Facets of ``calls`` as columns; with ``message`` the first one is the message step."""
-    n = len(calls)
+def _filled(
+    tpl: _Template, tool: str, rows: list[int], params: list[dict[str, Any]], texts: list[str]
+) -> pl.DataFrame:
+    """The facets of the calls ``params`` (all of one shape) from its template."""
+    import polars as pl
+
+    cols = {k: pl.Series(k, list(map(itemgetter(k), params)), dtype=pl.String) for k in tpl.keys}
+
+    def field(f: _Field) -> pl.Expr:
+        if f is None:
+            return pl.lit(None, pl.String)
+        if f.__class__ is str:
+            return pl.col(f)
+        return pl.concat_str([pl.lit(p) if p.__class__ is str else pl.col(p[0]) for p in f])
+
+    target = field(tpl.target)
+    shape = orjson.dumps([tpl.name, tool, tpl.keys]).decode()
+    return pl.DataFrame(list(cols.values())).select(
+        _pos=pl.Series(rows, dtype=pl.Int64),
+        cat=pl.lit(tpl.cat, pl.String),
+        _target=target,
+        _on_open=pl.lit(False),
+        _opens=pl.lit(tpl.opens) & target.is_not_null(),
+        edit_kind=pl.lit(tpl.kind, pl.UInt8),
+        # identical calls: same tool, names and values (the names' order does not matter)
+        _pre=pl.struct(pl.lit(shape), *(pl.col(k) for k in tpl.keys)).hash(),
+        _old_s=field(tpl.old),
+        _new_s=field(tpl.new),
+        act_text=pl.Series([texts[i] for i in rows], dtype=pl.String),
+    )
+
+
+def _parsed(
+    calls: list[tuple[str, dict[str, Any]]],
+    rows: list[int],
+    resolver: ToolResolver,
+    *,
+    message: bool,
+) -> pl.DataFrame:
+    """The facets of ``calls[i]`` for ``i`` in ``rows`` (and the message step first, with
+    ``message``) through :func:`action_facets`."""
+    import polars as pl
+
+    if message:
+        rows = [0, *rows]
+    n = len(rows)
     cat = [""] * n
     target: list[str | None] = [None] * n
     on_open = [False] * n  # acts on the file the session has open
     opens = [False] * n  # a read (or file creation) naming a file: it becomes the open file
     kind = [NO_EDIT] * n
     pre: list[int | None] = [None] * n  # hash of (canonical tool, tool, sorted parameters)
-    on: list[int | None] = [None] * n  # hashes of (old, new), (new, old), old, new
-    no: list[int | None] = [None] * n
-    old_h: list[int | None] = [None] * n
-    new_h: list[int | None] = [None] * n
+    old: list[str | None] = [None] * n
+    new: list[str | None] = [None] * n
     text = [""] * n
     dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
-    for i in range(1 if message else 0, n):
-        tool, params = calls[i]
+    for j in range(1 if message else 0, n):
+        tool, params = calls[rows[j]]
         f = action_facets(resolver, tool, params, _OPEN_A)
         t = f.target
         if t == _OPEN_A and action_facets(resolver, tool, params, _OPEN_B).target == _OPEN_B:
-            on_open[i] = True
+            on_open[j] = True
             t = None
-        target[i] = t
-        c = cat[i] = f.category
-        opens[i] = t is not None and (c == "read" or f.tool == "write_file")
-        pre[i] = hash((f.tool, tool, dumps(params, option=sort))) & _MASK
-        text[i] = _text_of(params)
+        target[j] = t
+        c = cat[j] = f.category
+        opens[j] = t is not None and (c == "read" or f.tool == "write_file")
+        pre[j] = hash((f.tool, tool, dumps(params, option=sort))) & _MASK
+        text[j] = _text_of(params)
         if c == "write" and f.edit_kind:
-            k = kind[i] = f.edit_kind
-            if k == REPLACE:
-                on[i] = hash((f.old, f.new)) & _MASK
-                no[i] = hash((f.new, f.old)) & _MASK
-            elif k == REGION:
-                old_h[i] = hash(f.old) & _MASK
-                new_h[i] = hash(f.new) & _MASK
-    return {
-        "cat": cat, "_target": target, "_on_open": on_open, "_opens": opens, "edit_kind": kind,
-        "_pre": pre, "_on": on, "_no": no, "_old": old_h, "content": new_h, "act_text": text,
-    }  # fmt: skip
+            kind[j] = f.edit_kind
+            old[j], new[j] = f.old, f.new
+    return pl.DataFrame(
+        {
+            "_pos": rows, "cat": cat, "_target": target, "_on_open": on_open, "_opens": opens,
+            "edit_kind": kind, "_pre": pre, "_old_s": old, "_new_s": new, "act_text": text,
+        },
+        schema={
+            "_pos": pl.Int64, "cat": pl.String, "_target": pl.String, "_on_open": pl.Boolean,
+            "_opens": pl.Boolean, "edit_kind": pl.UInt8, "_pre": pl.UInt64, "_old_s": pl.String,
+            "_new_s": pl.String, "act_text": pl.String,
+        },
+    )  # fmt: skip
+
+
+_UNSEEN = object()
+# A facet field of a template: None, a parameter name (the field is that value), or a tuple
+# of pieces (a literal string, or a 1-tuple holding a parameter name) joined in order.
+_Field = str | tuple | None
+_MARK = re.compile("\x00([0-9]+)\x00")
+
+
+class _Template(NamedTuple):
+    """The facets of every call of one shape (tool, parameter names, ``command`` value) whose
+    values are all strings, as functions of those values."""
+
+    name: str
+    cat: str
+    opens: bool  # a target it names becomes the open file
+    kind: int
+    target: _Field
+    old: _Field
+    new: _Field
+    keys: tuple[str, ...]  # parameter names, sorted
+    values: Callable[[dict[str, Any]], Any] | None  # their values in that order
+
+
+def _fill(field: _Field, params: dict[str, Any]) -> str | None:
+    if field is None:
+        return None
+    if field.__class__ is str:
+        return params[field]
+    return "".join(p if p.__class__ is str else params[p[0]] for p in field)
+
+
+def _template(resolver: ToolResolver, tool: str, params: dict[str, Any]) -> _Template | None:
+    """The template of the shape of ``tool(params)`` (all values strings), or ``None`` when
+    its facets depend on the values in other ways than passing them through: command-line
+    parsing, the open file, a long ``command`` (the resolver does not key on it)."""
+    category = resolver.resolve(tool, params)[1]
+    cmd = params.get("command")
+    if tool in PARSED_TOOLS or category == ToolCategory.EXECUTE:
+        return None
+    if cmd is not None and (len(cmd) >= 40 or "\x00" in cmd or "\x01" in cmd):
+        return None
+    names = list(params)
+
+    def probe(mark: str) -> dict[str, Any]:
+        return {k: (v if k == "command" else f"{mark}{j}{mark}") for j, (k, v) in enumerate(params.items())}  # fmt: skip
+
+    def field(value: str | None) -> _Field:
+        if value is None:
+            return None
+        parts = _MARK.split(value)  # literal, index, literal, index, ..., literal
+        if len(parts) == 3 and parts[0] == parts[2] == "":
+            return names[int(parts[1])]
+        return tuple(p if j % 2 == 0 else (names[int(p)],) for j, p in enumerate(parts) if p)
+
+    f = action_facets(resolver, tool, probe("\x00"))
+    tpl_fields = (field(f.target), field(f.old), field(f.new))
+    check_params = probe("\x01")
+    g = action_facets(resolver, tool, check_params)
+    if (g.tool, g.category, g.edit_kind) != (f.tool, f.category, f.edit_kind) or [
+        _fill(x, check_params) for x in tpl_fields
+    ] != [g.target, g.old, g.new]:
+        return None  # not a pass-through of the values: parse each call
+    keys = tuple(sorted(names))
+    return _Template(
+        name=f.tool,
+        cat=f.category,
+        opens=f.category == "read" or f.tool == "write_file",
+        kind=f.edit_kind if f.category == "write" else NO_EDIT,
+        target=tpl_fields[0],
+        old=tpl_fields[1],
+        new=tpl_fields[2],
+        keys=keys,
+        values=itemgetter(*keys) if keys else None,
+    )
 
 
 def assemble(scan: Scan, facets: pl.DataFrame) -> pl.DataFrame:
-    """The step table from a :class:`Scan` and the facets of its calls (polars only: safe to
-    run in another thread while the next batch is scanned)."""
+    """The step table from a :class:`Scan` and the facets of its calls."""
+    return table_plan(scan, facets).collect()
+
+
+def table_plan(scan: Scan, facets: pl.DataFrame) -> pl.LazyFrame:
+    """The step table as a lazy query (building it computes nothing): one ``collect`` runs it
+    without holding the GIL, so that it can overlap the scan of the next batch."""
     import numpy as np
     import polars as pl
 
@@ -298,15 +486,10 @@ def assemble(scan: Scan, facets: pl.DataFrame) -> pl.DataFrame:
     lens = per_traj.get_column("n_steps").to_numpy().astype(np.int64)
     starts = np.zeros(len(lens), dtype=np.int64)
     np.cumsum(lens[:-1], out=starts[1:])
-    traj = np.repeat(np.arange(len(lens), dtype=np.uint32), lens)
-    step = np.arange(n, dtype=np.int64) - np.repeat(starts, lens)
-    rows = facets[ids]  # every distinct call's facets onto its rows
-    if (obs.str.len_bytes() > OBS_CAP).any():
-        obs = obs.str.head(OBS_CAP)
+    traj = pl.Series("traj", np.repeat(np.arange(len(lens), dtype=np.uint32), lens))
     ok = np.ones(n, dtype=bool)
     ok[bad] = False
     ok |= ids.to_numpy() == 0  # a message step has nothing to fail
-    tr = pl.Series("traj", traj)
     # the task instruction on each trajectory's first row
     instruction = pl.Series("instruction", [], dtype=pl.String).extend_constant("", n)
     has = (per_traj.get_column("instruction") != "").to_numpy()
@@ -314,34 +497,42 @@ def assemble(scan: Scan, facets: pl.DataFrame) -> pl.DataFrame:
         instruction = instruction.scatter(
             starts[has], per_traj.get_column("instruction").filter(pl.Series(has))
         )
-    df = rows.with_columns(
-        tr,
-        pl.Series("step", step, dtype=pl.UInt32),
-        pl.Series("ok", ok),
-        obs,
-        per_traj.get_column("task").gather(tr),
-        per_traj.get_column("n_steps").gather(tr),
-        per_traj.get_column("ref_steps").gather(tr),
+    rows = pl.DataFrame(
+        [
+            traj,
+            pl.Series("step", np.arange(n, dtype=np.int64) - np.repeat(starts, lens)),
+            pl.Series("_ok", ok),
+            obs,
+            instruction,
+        ]
+    ).lazy()
+    tr = pl.col("traj")
+    per_row = [pl.lit(per_traj.get_column(c)).gather(tr).alias(c) for c in ("task", "n_steps", "ref_steps")]  # fmt: skip
+    lf = pl.concat(
+        [rows, facets.lazy().select(pl.all().gather(pl.lit(ids)))],  # each call's facets
+        how="horizontal",
+    ).with_columns(
+        *per_row,
+        step=pl.col("step").cast(pl.UInt32),
+        obs_text=pl.when(pl.col("obs_text").str.len_bytes() > OBS_CAP)
+        .then(pl.col("obs_text").str.head(OBS_CAP))
+        .otherwise("obs_text"),
     )
+    # the open file at a row: the target of the trajectory's last earlier row that opened one
+    # (rows acting on the open file leave it as it is)
     target = pl.col("_target")
-    if rows.get_column("_on_open").any():
-        # the open file at a row: the target of the trajectory's last earlier row that opened
-        # one (rows acting on the open file leave it as it is)
-        r = pl.int_range(pl.len(), dtype=pl.Int64)
-        last = pl.when("_opens").then(r).shift(1).forward_fill()
-        state = pl.when(last >= r - pl.col("step")).then(target.gather(last))
-        df = df.with_columns(_target=pl.when("_on_open").then(state).otherwise(target))
+    r = pl.int_range(pl.len(), dtype=pl.Int64)
+    last = pl.when("_opens").then(r).shift(1).forward_fill()
+    state = pl.when(last >= r - pl.col("step")).then(target.gather(last))
+    lf = lf.with_columns(_target=pl.when("_on_open").then(state).otherwise(target))
     # writes whose output reports that nothing was written did not apply
-    write = (df.get_column("cat") == "write") & df.get_column("ok")
-    if write.any():
-        w = write.arg_true()
-        text = df.get_column("obs_text").gather(w)
-        failed = text.str.head(400).str.contains_any(_FAILURE_TEXT)
-        for prefix in _FAILURE_PREFIXES:
-            failed = failed | text.str.starts_with(prefix)
-        df = df.with_columns(df.get_column("ok").scatter(w, ~failed))
+    text = pl.col("obs_text")
+    failed = text.str.head(400).str.contains_any(_FAILURE_TEXT)
+    for prefix in _FAILURE_PREFIXES:
+        failed = failed | text.str.starts_with(prefix)
+    write = (pl.col("cat") == "write") & pl.col("_ok")
     th = target.hash()
-    return df.select(
+    return lf.select(
         "traj",
         "step",
         "task",
@@ -350,7 +541,7 @@ def assemble(scan: Scan, facets: pl.DataFrame) -> pl.DataFrame:
         "cat",
         target.alias("target"),
         sig=th ^ pl.col("_pre"),
-        ok="ok",
+        ok=pl.when(write).then(~failed).otherwise("_ok"),
         edit_kind="edit_kind",
         fwd=th ^ pl.col("_on"),
         rev=th ^ pl.col("_no"),
@@ -359,5 +550,5 @@ def assemble(scan: Scan, facets: pl.DataFrame) -> pl.DataFrame:
         act_text="act_text",
         act_keys="_act_keys",
         obs_text="obs_text",
-        instruction=instruction,
+        instruction="instruction",
     )
