@@ -187,7 +187,8 @@ def _export_sft(
         table = rows.table(tools_json)
     finally:
         rows.close()
-    ds = Dataset(table, fingerprint=_fingerprint(rows.all_ids, system_prompt, tools_json))
+    ids = table.column("trajectory_id").to_pylist()
+    ds = Dataset(table, fingerprint=_fingerprint(ids, system_prompt, tools_json))
     reasons: dict[str, int] = {}
     for _, why in rejected:
         key = why.split(" ")[0] if why.startswith("reward") else why
@@ -235,25 +236,24 @@ class _Rows:
         self.system_prompt = system_prompt or None
         self.max_steps, self.overlap, self.mix = max_steps, overlap, mix
         self.infer_tools = infer_tools  # keep every call's tool, params and keys
-        self.all_ids: list[str] = []
         self.all_tool_names: list[str] = []
         self.all_params: list[dict[str, Any]] = []
         self.all_keys: list[tuple[str, ...]] = []
-        self.meta: list[tuple[Any, ...]] = []  # (task_id, reward, success, n_steps, chunk)
+        self.meta: list[tuple[Any, ...]] = []  # per row: trajectory_id, then _META_COLUMNS
+        self.n_rows = 0  # handed to the worker
         self.batches: list[Any] = []  # futures (or results) of _assemble_batch
         self._pool: Any = None
         self._reset()
 
     def _reset(self) -> None:
-        self.ids: list[str] = []
         self.texts: list[str] = []
         self.odd_steps: list[tuple[int, int]] = []  # (step, STEP_*) of steps not STEP_TOOL
         self.tool_names: list[str] = []
         self.params: list[dict[str, Any]] = []
         self.step_rewards: list[Any] = []
         self.traj_weights: list[tuple[int, int, float]] = []  # (steps, _WEIGHTS_*, mean)
-        self.row_steps: list[tuple[int, int, int]] = []  # (begin, trained from, end)
-        self.row_final: list[bool] = []
+        # per row: steps [begin, end), trained from, and whether the last tool answer stays
+        self.row_steps: list[tuple[int, int, int, bool]] = []
 
     def add(self, traj: Trajectory, given_reward: float | None) -> float:
         """Gather one kept trajectory; returns its reward."""
@@ -264,14 +264,15 @@ class _Rows:
         g0 = len(rewards)
         texts = self.texts
         chunked = self.max_steps is not None and n > self.max_steps
-        contents: list[str] = []  # chunked: per step, emitted per row below
-        outputs: list[str | None] = []
-        if not chunked:  # one row: the texts go straight into the batch, in message order
+        if chunked:  # texts per step, emitted per row below
+            contents: list[str] = []
+            outputs: list[str | None] = []
+            text, out = contents.append, outputs.append
+        else:  # one row: the texts go straight into the batch, in message order
             if self.system_prompt is not None:
                 texts.append(self.system_prompt)
             texts.append(td["task"].instruction)
-        text = (contents if chunked else texts).append
-        out = (outputs if chunked else texts).append
+            text = out = texts.append
         tool, param, reward = self.tool_names.append, self.params.append, rewards.append
         infer, keys = self.infer_tools, self.all_keys.append
         for s in steps:  # the hot loop: plain dict reads of the validated models
@@ -305,10 +306,8 @@ class _Rows:
             last = steps[-1].__dict__
             if last["action"] is not None and last["observation"] is not None:
                 texts.pop()  # the last tool answer: nothing is learned from it
-            self.row_steps.append((g0, g0, g0 + n))
-            self.row_final.append(False)
-            self.ids.append(tid)
-            self.meta.append((task_id, traj_reward, success, n, 0))
+            self.row_steps.append((g0, g0, g0 + n, False))
+            self.meta.append((tid, task_id, traj_reward, success, n, 0))
         else:
             instruction = td["task"].instruction
             for c, (ctx, start, end) in enumerate(chunk_steps(n, self.max_steps, self.overlap)):
@@ -320,11 +319,9 @@ class _Rows:
                     output = outputs[i]
                     if output is not None and (i < end - 1 or end < n):
                         texts.append(output)
-                self.row_steps.append((g0 + ctx, g0 + start, g0 + end))
-                self.row_final.append(end < n)
-                self.ids.append(tid)
-                self.meta.append((task_id, traj_reward, success, end - start, c))
-        if len(self.ids) >= _BATCH_ROWS:
+                self.row_steps.append((g0 + ctx, g0 + start, g0 + end, end < n))
+                self.meta.append((tid, task_id, traj_reward, success, end - start, c))
+        if len(self.row_steps) >= _BATCH_ROWS:
             self.flush()
         return traj_reward
 
@@ -351,7 +348,7 @@ class _Rows:
         """Hand the gathered rows to the worker thread and start a new batch."""
         from concurrent.futures import ThreadPoolExecutor
 
-        if not self.ids:
+        if not self.row_steps:
             return
         job = (
             self.texts,
@@ -361,11 +358,10 @@ class _Rows:
             self.step_rewards,
             self.traj_weights,
             self.row_steps,
-            self.row_final,
             self.system_prompt is not None,
             self.mix,
         )
-        self.all_ids += self.ids
+        self.n_rows += len(self.row_steps)
         if self.infer_tools:
             self.all_tool_names += self.tool_names
             self.all_params += self.params
@@ -391,18 +387,18 @@ class _Rows:
             m, w = b.result()
             messages += m
             weights.append(w)
-        n, k = len(self.all_ids), len(tools_json)
+        n, k = self.n_rows, len(tools_json)
         tool_values = json_list_array([tools_json]).values
         tools = pa.ListArray.from_arrays(
             pa.array(np.arange(n + 1, dtype=np.int32) * k),
             tool_values.take(pa.array(np.tile(np.arange(k), n))),
         )
-        meta = [list(map(itemgetter(i), self.meta)) for i in range(len(_META_COLUMNS))]
+        ids, *meta = [list(map(itemgetter(i), self.meta)) for i in range(len(_META_COLUMNS) + 1)]
         return pa.table(
             {
                 "messages": pa.chunked_array(messages, type=pa.list_(pa.json_())),
                 "tools": tools,
-                "trajectory_id": pa.array(self.all_ids, pa.string()),
+                "trajectory_id": pa.array(ids, pa.string()),
                 **{
                     name: pa.array(values, typ)
                     for (name, typ), values in zip(_META_COLUMNS.items(), meta, strict=True)
@@ -452,8 +448,7 @@ def _assemble_batch(
     params: list[dict[str, Any]],
     step_rewards: list[Any],
     traj_weights: list[tuple[int, int, float]],
-    row_steps: list[tuple[int, int, int]],
-    row_final: list[bool],
+    row_steps: list[tuple[int, int, int, bool]],
     system_prompt: bool,
     mix: float,
 ) -> tuple[list[Any], Any]:
@@ -471,7 +466,7 @@ def _assemble_batch(
         tool_names=tool_names,
         arguments=params,
         row_steps=rs[:, [0, 2]],
-        row_final=np.asarray(row_final, dtype=bool),
+        row_final=rs[:, 3].astype(bool),
         system_prompt=system_prompt,
     )
     tw = np.asarray(traj_weights, dtype=np.float64).reshape(-1, 3)
