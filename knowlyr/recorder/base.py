@@ -282,11 +282,17 @@ _extra_set = BaseModel.__dict__["__pydantic_extra__"].__set__
 _private_set = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
-def _build(cls: type, d: dict[str, Any], extra: dict[str, Any] | None = None) -> Any:
-    """What ``cls.model_construct(**d)`` does, minus its per-field loop (``d`` has every field)."""
+def _build(
+    cls: type,
+    d: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+    fields_set: frozenset[str] | None = None,
+) -> Any:
+    """What ``cls.model_construct(**d)`` does, minus its per-field loop (``d`` has every field;
+    ``fields_set`` defaults to all of them)."""
     m = _new(cls)
     _set(m, "__dict__", d)
-    _fields_set(m, set(d))
+    _fields_set(m, set(d) if fields_set is None else set(fields_set))
     _extra_set(m, extra)
     _private_set(m, None)
     return m

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from knowlyr.recorder.base import _build as build
 from knowlyr.trajectory import (
     AgentInfo,
     Observation,
@@ -34,12 +35,6 @@ from knowlyr.trajectory import (
 )
 
 __all__ = ["pack_trajectory", "unpack_trajectory"]
-
-_new = object.__new__
-_set_dict = object.__setattr__
-_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_extra_set = BaseModel.__dict__["__pydantic_extra__"].__set__
-_private_set = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _leaf(m: BaseModel | None) -> dict[str, Any] | tuple | None:
@@ -58,16 +53,9 @@ def _with_fs(m: BaseModel, d: dict[str, Any]) -> dict[str, Any] | tuple:
 
 
 def _build(cls: type, p: dict[str, Any] | tuple, extra: dict[str, Any] | None = None) -> Any:
-    m = _new(cls)
     if type(p) is dict:
-        _set_dict(m, "__dict__", p)
-        _fields_set(m, set(p))
-    else:
-        _set_dict(m, "__dict__", p[0])
-        _fields_set(m, set(p[1]))
-    _extra_set(m, extra)
-    _private_set(m, None)
-    return m
+        return build(cls, p, extra)
+    return build(cls, p[0], extra, p[1])
 
 
 def _pack_step(s: Step) -> dict[str, Any] | tuple:
