@@ -74,7 +74,10 @@ __all__ = [
 RULE_COLUMNS = ("non_redundancy", "non_regression", "info_utilization", "efficiency")
 
 
+# polars engines: one table on its own gets both cores from the streaming engine; the chunks
+# of score_rules share them with the Python scan, where the in-memory engine costs less CPU.
 _ENGINE = "auto"
+_CHUNK_ENGINE = "in-memory"
 _MIX = 0x2545F4914F6CDD1D  # odd 63-bit multiplier spreading trajectory ids over a key
 
 
@@ -160,17 +163,17 @@ def _chunks(trajectories: Sequence[Trajectory], size: int) -> list[Sequence[Traj
 
 def _chunk_rubrics(plan: pl.LazyFrame) -> pl.DataFrame:
     """On the worker thread: two collects, each one long stretch without the GIL."""
-    return _rubrics(plan.collect())
+    return _rubrics(plan.collect(engine=_CHUNK_ENGINE), engine=_CHUNK_ENGINE)
 
 
-def _rubrics(table: pl.DataFrame) -> pl.DataFrame:
+def _rubrics(table: pl.DataFrame, engine: str = _ENGINE) -> pl.DataFrame:
     """``traj``, ``step`` and the three per-trajectory rubrics of a step table."""
     import numpy as np
     import polars as pl
 
     lf = table.lazy().with_row_index("_row")
     redundant, regressing, used, tokened, revealed = pl.collect_all(
-        [_redundant(lf), _regressing(lf), *_informed(lf)], engine=_ENGINE
+        [_redundant(lf), _regressing(lf), *_informed(lf)], engine=engine
     )
     n = table.height
 

@@ -132,3 +132,23 @@ def test_chunked_batches_score_like_one_table(monkeypatch):
     assert len(rules._chunks(trajs, 97)) > 20
     assert chunked.equals(whole)
     assert _rows(chunked) == reference_rules(trajs, "coding")
+
+
+def test_string_subclass_values_are_the_same_call():
+    """A str-enum parameter value is the same call as its plain string (as the logged JSON
+    and the reference see it): the repeat is redundant and the file name still counts."""
+    from enum import StrEnum
+
+    class Path(StrEnum):
+        A = "pkg/a_1.py"
+
+    steps = [
+        call("read_file", path=Path.A, output="x"),
+        call("read_file", path="pkg/a_1.py", output="y"),
+        call("run_tests", command="x" * 50),  # a long command: parsed call by call
+        call("run_tests", command="x" * 50),
+    ]
+    t = traj(steps)
+    df = score_rules([t], "coding")
+    assert df["non_redundancy"].to_list() == [1.0, 0.0, 1.0, 0.0]
+    assert _rows(df) == reference_rules([t], "coding")
