@@ -163,7 +163,8 @@ def _chunks(trajectories: Sequence[Trajectory], size: int) -> list[Sequence[Traj
 
 def _chunk_rubrics(plan: pl.LazyFrame) -> pl.DataFrame:
     """On the worker thread: two collects, each one long stretch without the GIL."""
-    return _rubrics(plan.collect(engine=_CHUNK_ENGINE), engine=_CHUNK_ENGINE)
+    table = plan.drop("task", "ref_steps", "act_text").collect(engine=_CHUNK_ENGINE)
+    return _rubrics(table, engine=_CHUNK_ENGINE)
 
 
 def _rubrics(table: pl.DataFrame, engine: str = _ENGINE) -> pl.DataFrame:
@@ -248,8 +249,8 @@ def _before(flag: pl.Expr) -> pl.Expr:
 def _redundant(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Rows repeating the trajectory's previous identical call with no state change between.
 
-    "Earlier rows of the same group" comes from stable sorts on one integer key (and back by
-    row), several times cheaper here than group windows (``.over``). Keys mix the trajectory
+    "Earlier rows of the same group" comes from stable sorts on one integer key, several
+    times cheaper here than group windows (``.over``). Keys mix the trajectory
     into a 64-bit hash (a collision is negligible at these sizes).
     """
     import polars as pl
@@ -275,14 +276,17 @@ def _redundant(lf: pl.LazyFrame) -> pl.LazyFrame:
         )
         .sort("_k", maintain_order=True)
         # writes to this row's target earlier in its trajectory
-        .with_columns(_wt=run_w - pl.when(new_t).then(run_w).otherwise(None).forward_fill())
-        .sort("_row")
         .select(
             "_row",
             "_s",
-            _before=pl.col("_b0") + pl.when(pl.col("_rt")).then("_wt").otherwise(0),
-            _self="_self",
+            "_self",
+            _before=pl.col("_b0")
+            + pl.when(pl.col("_rt"))
+            .then(run_w - pl.when(new_t).then(run_w).otherwise(None).forward_fill())
+            .otherwise(0),
         )
+        # identical calls have the same target, so in target order they are already in row
+        # order: a stable sort on the signature puts each right after the previous one
         .sort("_s", maintain_order=True)
         # the state counter is where the previous identical call of the trajectory left it
         .filter(
