@@ -9,8 +9,9 @@ Robust on a shared, noisy machine:
 
 - the first optimizer step of every run is a warm-up and not counted (the clock runs from the
   end of step 1 to the end of training, so trainer setup and tokenization are excluded too);
-- the trainers run interleaved, ``ROUNDS`` times (round 1: A B C, round 2: C B A, ...), so a
-  change of load hits all of them;
+- one short warm-up run first (first-run costs of the process); then the trainers run
+  interleaved, ``ROUNDS`` times, the order rotated every round (A B C, B C A, C A B, ...) so
+  each takes every position equally often and a change of load hits all of them;
 - the figures are medians over the rounds: tokens per wall second, and tokens per CPU second
   (``process_time`` of the process: it barely moves when other processes take the cores),
   plus the median of the per-round ratios (each round's runs are close in time);
@@ -127,15 +128,16 @@ def main() -> None:
     torch.set_num_threads(1)  # identical for both; the CPU is shared
     torch.set_num_interop_threads(1)
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 800
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 7
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
     trajs = collect(
         "knowlyr/conversation", ExpertAgent, n, seed=0, env_kwargs={"family": "order_status"}
     )
     ds = export_sft(trajs, system_prompt="You answer questions about orders.").dataset
     _, tok = build_tiny_model_for(ds)
+    run("trl", ds.select(range(64)), tok)  # warm-up: first-run costs of the process
     results: dict[str, list[dict[str, float]]] = {k: [] for k in KINDS}
-    for r in range(rounds):  # interleaved, alternating direction, so load changes hit all
-        for kind in KINDS if r % 2 == 0 else KINDS[::-1]:
+    for r in range(rounds):  # interleaved, the order rotated each round (A B C, B C A, ...)
+        for kind in KINDS[r % len(KINDS) :] + KINDS[: r % len(KINDS)]:
             results[kind].append(run(kind, ds, tok))
 
     def med(kind: str, key: str) -> float:
