@@ -47,7 +47,9 @@ from knowlyr.core.profile import DomainProfile
 from knowlyr.reward.actions import REGION, REPLACE, UNDO
 from knowlyr.reward.steps import (
     TOKEN_PATTERN,
+    Scan,
     StepExtractor,
+    extend_facets,
     no_gc,
     reference_steps,
     step_table,
@@ -120,20 +122,19 @@ def score_rules(
 
     extractor = StepExtractor(profile)
     chunks = _chunks(trajectories, CHUNK_STEPS)
+    worker = _ChunkWorker()
     with no_gc():
         if len(chunks) <= 1:
-            scan = extractor.scan(trajectories)
-            parts = [_chunk_rubrics(table_plan(scan, extractor.facets()))]
-            scans = [scan]
+            scans = [extractor.scan(trajectories)]
+            parts = [worker(scans[0], extractor.facets_plan())]
         else:
             from concurrent.futures import ThreadPoolExecutor
 
             scans, futures = [], []
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rules") as pool:
-                for chunk in chunks:
+                for chunk in chunks:  # the worker takes them in order
                     scans.append(extractor.scan(chunk))
-                    plan = table_plan(scans[-1], extractor.facets())
-                    futures.append(pool.submit(_chunk_rubrics, plan))
+                    futures.append(pool.submit(worker, scans[-1], extractor.facets_plan()))
                 parts = [f.result() for f in futures]
     offset = 0
     for i, (part, scan) in enumerate(zip(parts, scans, strict=True)):
@@ -161,10 +162,17 @@ def _chunks(trajectories: Sequence[Trajectory], size: int) -> list[Sequence[Traj
     return out
 
 
-def _chunk_rubrics(plan: pl.LazyFrame) -> pl.DataFrame:
-    """On the worker thread: two collects, each one long stretch without the GIL."""
-    table = plan.drop("task", "ref_steps", "act_text").collect(engine=_CHUNK_ENGINE)
-    return _rubrics(table, engine=_CHUNK_ENGINE)
+class _ChunkWorker:
+    """The polars side of one chunk of :func:`score_rules`, chunk after chunk: the new calls'
+    facets, the step table, the rubrics. Each is one long stretch without the GIL."""
+
+    def __init__(self) -> None:
+        self.facets: pl.DataFrame | None = None
+
+    def __call__(self, scan: Scan, facets_plan: pl.LazyFrame | None) -> pl.DataFrame:
+        self.facets = extend_facets(self.facets, facets_plan, engine=_CHUNK_ENGINE)
+        table = table_plan(scan, self.facets).drop("task", "ref_steps", "act_text")
+        return _rubrics(table.collect(engine=_CHUNK_ENGINE), engine=_CHUNK_ENGINE)
 
 
 def _rubrics(table: pl.DataFrame, engine: str = _ENGINE) -> pl.DataFrame:

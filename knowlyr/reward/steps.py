@@ -1,11 +1,15 @@
 """The step table: one row per step of every trajectory of a batch, what the rules run on.
 
 Extraction is the one part of the rule layer that has to touch Python objects, so it does as
-little per step as it can: one pass reads each step's tool, parameters, output and status and
-keys the call by ``(tool, orjson of the parameters)``; the Python facet parser
-(:func:`~knowlyr.reward.actions.action_facets`) then runs once per *distinct* call, and
-everything per row (gathering the facets, the SWE-agent open-file state, failure checks on
-write outputs, hashes) is done by polars.
+little per step as it can (:meth:`StepExtractor.scan`): one pass reads each step's tool,
+parameters, output and status and keys the call by ``(tool, orjson of the parameters)``.
+Facets (canonical tool, category, target, edit payload) are then worked out once per
+*distinct* call (:meth:`StepExtractor.facets`): calls whose values are all strings and need no
+command-line parsing follow a template parsed once per *shape* (tool, parameter names,
+``command``) and filled in by polars; the others go through
+:func:`~knowlyr.reward.actions.action_facets`. Everything per row (gathering the facets, the
+SWE-agent open-file state, failure checks on write outputs, hashes) is one lazy polars query
+(:func:`table_plan`), which can run on another thread while Python scans the next batch.
 
 The SWE-agent open file is the one sequential dependency: a call like ``edit 4:4`` or
 ``scroll_down`` acts on the file the session has open. Such calls are recognised once per
@@ -46,6 +50,7 @@ __all__ = [
     "Scan",
     "StepExtractor",
     "assemble",
+    "extend_facets",
     "reference_steps",
     "step_table",
     "table_plan",
@@ -172,6 +177,7 @@ class StepExtractor:
         self._calls: dict[tuple[str, str], int] = {}
         self._pending: list[tuple[str, dict[str, Any]]] = [("", {})]  # id 0: a message step
         self._facets: pl.DataFrame | None = None
+        self._planned = 0  # calls (and the message step) whose facets are planned
         self._templates: dict[tuple, _Template | None] = {}
 
     def scan(self, trajectories: Sequence[Trajectory]) -> Scan:
@@ -232,14 +238,35 @@ class StepExtractor:
 
     def facets(self) -> pl.DataFrame:
         """Facets of every distinct call scanned so far, as columns (row ``i`` = call id ``i``)."""
-        import polars as pl
-
-        if len(self._pending) > 1 or self._facets is None:
-            start = 0 if self._facets is None else self._facets.height
-            new = _facet_frame(self._pending, self._resolver, self._templates, message=start == 0)
-            self._facets = new if self._facets is None else pl.concat([self._facets, new])
-            self._pending = []
+        self._facets = extend_facets(self._facets, self.facets_plan())
         return self._facets
+
+    def facets_plan(self) -> pl.LazyFrame | None:
+        """The facets of the calls first seen since the last call, as a lazy query that
+        :func:`extend_facets` appends to the earlier ones (``None``: no new call). The Python
+        part (parsing, templates) happens here; the polars part when it is collected."""
+        if not self._pending:
+            return None
+        plan = _facet_frame(
+            self._pending, self._resolver, self._templates, message=not self._planned
+        )
+        self._planned += len(self._pending)
+        self._pending = []
+        return plan
+
+
+def extend_facets(
+    facets: pl.DataFrame | None, plan: pl.LazyFrame | None, *, engine: str = "auto"
+) -> pl.DataFrame:
+    """``facets`` with the rows of :meth:`StepExtractor.facets_plan` appended."""
+    import polars as pl
+
+    if plan is None:
+        if facets is None:
+            raise ValueError("extend_facets: no facets yet; scan a batch first")
+        return facets
+    new = plan.collect(engine=engine)
+    return new if facets is None else pl.concat([facets, new])
 
 
 def _facet_frame(
@@ -248,9 +275,9 @@ def _facet_frame(
     templates: dict[tuple, _Template | None],
     *,
     message: bool,
-) -> pl.DataFrame:
-    """Facets of ``calls`` (row ``i`` = ``calls[i]``); with ``message`` the first one stands
-    for the message step.
+) -> pl.LazyFrame:
+    """Facets of ``calls`` (row ``i`` = ``calls[i]``) as a lazy query; with ``message`` the
+    first one stands for the message step.
 
     Calls whose values are all strings and whose tool needs no command parsing follow the
     :class:`_Template` of their shape (tool, parameter names, ``command``), worked out once
@@ -288,8 +315,8 @@ def _facet_frame(
         else:
             frames.append(_filled(tpl, shape[0], rows, [calls[i][1] for i in rows], texts))
     if general or message:
-        frames.append(_parsed(calls, sorted(general), resolver, message=message))
-    d = pl.concat(frames, how="vertical_relaxed").sort("_pos") if len(frames) > 1 else frames[0]
+        frames.append(_parsed(calls, sorted(general), resolver, message=message).lazy())
+    d = pl.concat(frames, how="vertical_relaxed").sort("_pos")
     kind, old, new = pl.col("edit_kind"), pl.col("_old_s"), pl.col("_new_s")
     replace, region = kind == REPLACE, kind == REGION
     text = pl.col("act_text").str.replace_all("end_of_edit", "", literal=True)
@@ -313,33 +340,44 @@ def _facet_frame(
 
 def _filled(
     tpl: _Template, tool: str, rows: list[int], params: list[dict[str, Any]], texts: list[str]
-) -> pl.DataFrame:
+) -> pl.LazyFrame:
     """The facets of the calls ``params`` (all of one shape) from its template."""
     import polars as pl
 
-    cols = {k: pl.Series(k, list(map(itemgetter(k), params)), dtype=pl.String) for k in tpl.keys}
+    # one column per parameter, named by position (parameter names can be anything)
+    name = {k: f"_k{j}" for j, k in enumerate(tpl.keys)}
+    cols = [pl.Series(name[k], list(map(itemgetter(k), params)), dtype=pl.String) for k in tpl.keys]
 
     def field(f: _Field) -> pl.Expr:
         if f is None:
             return pl.lit(None, pl.String)
         if f.__class__ is str:
-            return pl.col(f)
-        return pl.concat_str([pl.lit(p) if p.__class__ is str else pl.col(p[0]) for p in f])
+            return pl.col(name[f])
+        return pl.concat_str([pl.lit(p) if p.__class__ is str else pl.col(name[p[0]]) for p in f])
 
     target = field(tpl.target)
     shape = orjson.dumps([tpl.name, tool, tpl.keys]).decode()
-    return pl.DataFrame(list(cols.values())).select(
-        _pos=pl.Series(rows, dtype=pl.Int64),
-        cat=pl.lit(tpl.cat, pl.String),
-        _target=target,
-        _on_open=pl.lit(False),
-        _opens=pl.lit(tpl.opens) & target.is_not_null(),
-        edit_kind=pl.lit(tpl.kind, pl.UInt8),
-        # identical calls: same tool, names and values (the names' order does not matter)
-        _pre=pl.struct(pl.lit(shape), *(pl.col(k) for k in tpl.keys)).hash(),
-        _old_s=field(tpl.old),
-        _new_s=field(tpl.new),
-        act_text=pl.Series([texts[i] for i in rows], dtype=pl.String),
+    inputs = [
+        *cols,
+        pl.Series("_pos", rows, dtype=pl.Int64),
+        pl.Series("act_text", [texts[i] for i in rows], dtype=pl.String),
+    ]
+    return (
+        pl.DataFrame(inputs)
+        .lazy()
+        .select(
+            "_pos",
+            cat=pl.lit(tpl.cat, pl.String),
+            _target=target,
+            _on_open=pl.lit(False),
+            _opens=pl.lit(tpl.opens) & target.is_not_null(),
+            edit_kind=pl.lit(tpl.kind, pl.UInt8),
+            # identical calls: same tool, names and values (the names' order does not matter)
+            _pre=pl.struct(pl.lit(shape), *(pl.col(name[k]) for k in tpl.keys)).hash(),
+            _old_s=field(tpl.old),
+            _new_s=field(tpl.new),
+            act_text="act_text",
+        )
     )
 
 
