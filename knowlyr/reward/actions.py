@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from knowlyr.core.profile import DomainProfile, ToolCategory, guess_category
 
-__all__ = ["ActionFacets", "ToolResolver", "action_facets"]
+__all__ = ["COMMAND_WORDS", "PARSED_TOOLS", "ActionFacets", "ToolResolver", "action_facets"]
 
 # Edit kinds.
 NO_EDIT, REPLACE, REGION, UNDO = 0, 1, 2, 3
@@ -53,6 +53,11 @@ _AGENTSKILLS_WRITE = {"create_file"}
 _AGENTSKILLS_SEARCH = {"search_dir", "search_file", "find_file"}
 #: Tools whose command text is parsed (besides any tool of the execute category).
 PARSED_TOOLS = _IPY_TOOLS | _SWE_COMMANDS | _SHELL_TOOLS
+SHELL_TOOLS = frozenset(_SHELL_TOOLS)
+CMD_KEYS = _CMD_KEYS
+#: First words of a shell command line that :func:`action_facets` interprets (any other
+#: command line is just an execution).
+COMMAND_WORDS = frozenset({"edit", "create", "submit", "exit"} | _SWE_READ | _SWE_SEARCH)
 _ARG_KEYS = _PATH_KEYS + _OLD_KEYS + _CONTENT_KEYS
 _facets = tuple.__new__  # builds an ActionFacets from a full 6-tuple without the keyword layer
 
@@ -195,11 +200,17 @@ class ToolResolver:
     layer resolves millions of steps, so it resolves each distinct tool once.
     """
 
-    __slots__ = ("_cache", "profile")
+    __slots__ = ("_cache", "_command_aliased", "profile")
 
     def __init__(self, profile: DomainProfile):
         self.profile = profile
         self._cache: dict[tuple[str, Any], tuple[str, ToolCategory, str | None, str]] = {}
+        aliases = [*profile.aliases, *(a for t in profile.tools for a in t.aliases)]
+        self._command_aliased = {a.split(":", 1)[0] for a in aliases if ":" in a}
+
+    def command_aliased(self, tool: str) -> bool:
+        """Does the profile alias ``tool`` differently for some ``command`` (``tool:command``)?"""
+        return tool in self._command_aliased
 
     def __call__(self, tool: str, params: dict[str, Any]) -> tuple[str, ToolCategory, str | None]:
         name, category, key, _ = self.resolve(tool, params)

@@ -31,10 +31,13 @@ import orjson
 
 from knowlyr.core.profile import DomainProfile, ToolCategory, get_profile
 from knowlyr.reward.actions import (
+    CMD_KEYS,
+    COMMAND_WORDS,
     NO_EDIT,
     PARSED_TOOLS,
     REGION,
     REPLACE,
+    SHELL_TOOLS,
     ToolResolver,
     action_facets,
 )
@@ -289,9 +292,15 @@ def _facet_frame(
     general: list[int] = []
     shapes: dict[tuple, list[int]] = {}
     texts: list[str] = [""] * len(calls)
+    shell: dict[str, bool] = {}  # tool -> a shell whose command line only its first word parses
+    command_key: dict[tuple, str | None] = {}  # shape -> the parameter holding the command line
+    words = COMMAND_WORDS
     for i in range(1 if message else 0, len(calls)):
         tool, params = calls[i]
-        if tool in PARSED_TOOLS:
+        is_shell = shell.get(tool)
+        if is_shell is None:
+            is_shell = shell[tool] = _plain_shell(resolver, tool)
+        if tool in PARSED_TOOLS and not is_shell:
             general.append(i)
             continue
         try:
@@ -299,7 +308,18 @@ def _facet_frame(
         except TypeError:
             general.append(i)
             continue
-        shape = (tool, tuple(params), params.get("command"))
+        if is_shell:  # the command line matters only when its first word is interpreted
+            shape = (tool, tuple(params), None)
+            key = command_key.get(shape, _UNSEEN)
+            if key is _UNSEEN:
+                key = command_key[shape] = next((k for k in CMD_KEYS if k in params), None)
+            if key is not None:
+                first = params[key].split(None, 1)
+                if first and first[0] in words:
+                    general.append(i)
+                    continue
+        else:
+            shape = (tool, tuple(params), params.get("command"))
         rows = shapes.get(shape)
         if rows is None:
             rows = shapes[shape] = []
@@ -463,15 +483,27 @@ def _fill(field: _Field, params: dict[str, Any]) -> str | None:
     return "".join(p if p.__class__ is str else params[p[0]] for p in field)
 
 
+def _plain_shell(resolver: ToolResolver, tool: str) -> bool:
+    """A shell tool of the execute category whose name and category do not depend on the
+    command: of its command line only the first word can change its facets."""
+    return (
+        tool in SHELL_TOOLS
+        and not resolver.command_aliased(tool)
+        and resolver.resolve(tool, {})[1] == ToolCategory.EXECUTE
+    )
+
+
 def _template(resolver: ToolResolver, tool: str, params: dict[str, Any]) -> _Template | None:
     """The template of the shape of ``tool(params)`` (all values strings), or ``None`` when
     its facets depend on the values in other ways than passing them through: command-line
-    parsing, the open file, a long ``command`` (the resolver does not key on it)."""
+    parsing (but for a plain shell command, whose first word the caller checked), the open
+    file, a long ``command`` (the resolver does not key on it)."""
     category = resolver.resolve(tool, params)[1]
     cmd = params.get("command")
-    if tool in PARSED_TOOLS or category == ToolCategory.EXECUTE:
+    shell = _plain_shell(resolver, tool)
+    if not shell and (tool in PARSED_TOOLS or category == ToolCategory.EXECUTE):
         return None
-    if cmd is not None and (len(cmd) >= 40 or "\x00" in cmd or "\x01" in cmd):
+    if cmd is not None and ((len(cmd) >= 40 and not shell) or "\x00" in cmd or "\x01" in cmd):
         return None
     names = list(params)
 
