@@ -560,6 +560,15 @@ def table_plan(scan: Scan, facets: pl.DataFrame) -> pl.LazyFrame:
     ok = np.ones(n, dtype=bool)
     ok[bad] = False
     ok |= ids.to_numpy() == 0  # a message step has nothing to fail
+    # writes whose output reports that nothing was written did not apply (checked on the
+    # write rows only: the text search is the costly part)
+    writes = ((facets.get_column("cat").gather(ids) == "write") & pl.Series(ok)).arg_true()
+    if len(writes):
+        text = obs.gather(writes)
+        failed = text.str.head(400).str.contains_any(_FAILURE_TEXT)
+        for prefix in _FAILURE_PREFIXES:
+            failed = failed | text.str.starts_with(prefix)
+        ok[writes.to_numpy()] = (~failed).to_numpy()
     # the task instruction on each trajectory's first row
     instruction = pl.Series("instruction", [], dtype=pl.String).extend_constant("", n)
     has = (per_traj.get_column("instruction") != "").to_numpy()
@@ -595,12 +604,6 @@ def table_plan(scan: Scan, facets: pl.DataFrame) -> pl.LazyFrame:
     last = pl.when("_opens").then(r).shift(1).forward_fill()
     state = pl.when(last >= r - pl.col("step")).then(target.gather(last))
     lf = lf.with_columns(_target=pl.when("_on_open").then(state).otherwise(target))
-    # writes whose output reports that nothing was written did not apply
-    text = pl.col("obs_text")
-    failed = text.str.head(400).str.contains_any(_FAILURE_TEXT)
-    for prefix in _FAILURE_PREFIXES:
-        failed = failed | text.str.starts_with(prefix)
-    write = (pl.col("cat") == "write") & pl.col("_ok")
     th = target.hash()
     return lf.select(
         "traj",
@@ -611,7 +614,7 @@ def table_plan(scan: Scan, facets: pl.DataFrame) -> pl.LazyFrame:
         "cat",
         target.alias("target"),
         sig=th ^ pl.col("_pre"),
-        ok=pl.when(write).then(~failed).otherwise("_ok"),
+        ok="_ok",
         edit_kind="edit_kind",
         fwd=th ^ pl.col("_on"),
         rev=th ^ pl.col("_no"),
