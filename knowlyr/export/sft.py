@@ -25,14 +25,13 @@ Example:
 from __future__ import annotations
 
 import gc
-import sys
-import threading
 from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any
 
 import orjson
 
+from knowlyr._switching import fine_gil_switching
 from knowlyr.errors import ExportError
 from knowlyr.export.common import (
     DEFAULT_SYSTEM_PROMPT,
@@ -243,6 +242,7 @@ class _Rows:
         self.n_rows = 0  # handed to the worker
         self.batches: list[Any] = []  # futures (or results) of _assemble_batch
         self._pool: Any = None
+        self._switching: Any = None  # fine_gil_switching while the worker runs
         self._reset()
 
     def _reset(self) -> None:
@@ -367,7 +367,8 @@ class _Rows:
             self.all_params += self.params
         self._reset()
         if self._pool is None:
-            _fine_gil_switching(True)
+            self._switching = fine_gil_switching(1e-4)
+            self._switching.__enter__()
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="knowlyr-export-sft")
         self.batches.append(self._pool.submit(_assemble_batch, *job))
 
@@ -375,7 +376,7 @@ class _Rows:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-            _fine_gil_switching(False)
+            self._switching.__exit__(None, None, None)
 
     def table(self, tools_json: list[bytes]) -> Any:
         """The export's Arrow table (after the last :meth:`flush`; waits for the batches)."""
@@ -406,30 +407,6 @@ class _Rows:
                 "step_weights": pa.chunked_array(weights, type=pa.list_(pa.float64())),
             }
         )
-
-
-_switching = {"users": 0, "saved": 0.005}
-_switching_lock = threading.Lock()
-
-
-def _fine_gil_switching(on: bool) -> None:
-    """Hand the GIL over every 0.1 ms while an export's worker thread runs (restored after).
-
-    The worker spends most of its time in numpy / Arrow calls that release the GIL, but needs
-    it back between calls; with the default 5 ms switch interval it waits up to 5 ms each
-    time while the gather loop runs, and falls behind. Reference-counted for concurrent
-    exports.
-    """
-    with _switching_lock:
-        if on:
-            if _switching["users"] == 0:
-                _switching["saved"] = sys.getswitchinterval()
-                sys.setswitchinterval(min(_switching["saved"], 1e-4))
-            _switching["users"] += 1
-        else:
-            _switching["users"] -= 1
-            if _switching["users"] == 0:
-                sys.setswitchinterval(_switching["saved"])
 
 
 _META_COLUMNS = {

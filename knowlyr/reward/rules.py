@@ -40,10 +40,10 @@ Example:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from knowlyr._switching import fine_gil_switching
 from knowlyr.core.profile import DomainProfile
 from knowlyr.reward.actions import REGION, REPLACE, UNDO
 from knowlyr.reward.steps import (
@@ -135,16 +135,14 @@ def score_rules(
             scans, futures = [], []
             # the worker needs the GIL briefly between its long polars calls: hand it over
             # within 0.2 ms rather than the default 5 ms, or its polars threads sit idle
-            switch = sys.getswitchinterval()
-            sys.setswitchinterval(min(switch, 2e-4))
-            try:
-                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rules") as pool:
-                    for chunk in chunks:  # the worker takes them in order
-                        scans.append(extractor.scan(chunk))
-                        futures.append(pool.submit(worker, scans[-1], extractor.facets_plan()))
-                    parts = [f.result() for f in futures]
-            finally:
-                sys.setswitchinterval(switch)
+            with (
+                fine_gil_switching(2e-4),
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="rules") as pool,
+            ):
+                for chunk in chunks:  # the worker takes them in order
+                    scans.append(extractor.scan(chunk))
+                    futures.append(pool.submit(worker, scans[-1], extractor.facets_plan()))
+                parts = [f.result() for f in futures]
     offset = 0
     for i, (part, scan) in enumerate(zip(parts, scans, strict=True)):
         if offset:
