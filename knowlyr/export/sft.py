@@ -8,7 +8,7 @@ Nothing is truncated: long trajectories are split at step boundaries when asked
 (``max_steps_per_row``), never cut inside a message.
 
 How it is fast: one loop reads each step's fields (plain dict reads of the validated models)
-into flat lists; every 1,024 rows the batch is handed to a worker thread that builds the
+into flat lists; every 2,048 rows the batch is handed to a worker thread that builds the
 Arrow columns at once (:mod:`knowlyr.export.sft_columns`: one ``orjson`` call for all the
 texts, one for all the tool arguments, the messages joined from the format module's JSON
 templates; step weights with numpy) while the next batch is gathered. The result is byte for
@@ -215,7 +215,7 @@ def _export_sft(
 
 #: Rows per column batch. A finished batch is assembled in a worker thread (numpy and Arrow
 #: release the GIL) while the next one is gathered.
-_BATCH_ROWS = 1024
+_BATCH_ROWS = 2048
 
 _WEIGHTS_FORMULA, _WEIGHTS_UNIFORM, _WEIGHTS_GIVEN = 0, 1, 2
 
