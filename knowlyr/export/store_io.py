@@ -159,6 +159,9 @@ def export_from_store(
         version=trajectories_version,
         filter=train_filter(split=split, suite=suite, family=family),
     )
+    # The table's physical row order depends on how concurrent writers' commits interleaved;
+    # the dataset must not (row order changes what a model learns from it): content-hash order.
+    trajs.sort(key=lambda t: t.id)
     rows = store.read("rewards", filter=pl.col("config_hash").is_in(hashes))
     by_id = {
         i: t for i, t in zip(rows["trajectory_id"], rows["total"], strict=True) if t is not None

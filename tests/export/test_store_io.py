@@ -74,13 +74,26 @@ def test_rewards_of_the_given_configs_reach_the_rows(scored) -> None:
 def test_same_export_as_the_exporter_called_directly(scored) -> None:
     store, hashes = scored
     out = export_from_store(store, trajectories_version=None, reward_config_hashes=hashes)
-    trajs = store.read_trajectories(filter=train_filter())
+    trajs = sorted(store.read_trajectories(filter=train_filter()), key=lambda t: t.id)
     assert out.name == dataset_name(
         "sft", trajectories_version=store.version("trajectories"), reward_config_hashes=hashes
     )
     totals = dict(store.read("rewards").select("trajectory_id", "total").iter_rows())
     direct = export_sft(trajs, rewards=totals)
     assert out.result.dataset.to_list() == direct.dataset.to_list()
+
+
+def test_export_order_does_not_depend_on_the_order_rows_were_written(tmp_path) -> None:
+    ids = [t.task_id for t in sample("conversation", 12, seed=3, family="order_status")]
+    trajs = collect("knowlyr/conversation", ExpertAgent, len(ids), tasks=ids, seed=0)
+    exports = []
+    for name, order in (("fwd", trajs), ("rev", trajs[::-1])):
+        store = Store.open(str(tmp_path / name))
+        for t in order:  # one commit each: the table's row order follows the writes
+            store.add_trajectories([t])
+        out = export_from_store(store, trajectories_version=None, reward_config_hashes=[])
+        exports.append(load_dataset(store, out.name)["trajectory_id"])
+    assert exports[0] == exports[1] == sorted(exports[0]) and len(exports[0]) > 1
 
 
 def test_bad_kind_and_unknown_dataset_name_the_fix(scored) -> None:
