@@ -54,7 +54,7 @@ class IterateParams(BaseModel):
         """Seconds-long parameters (tests, the CI deployment run, screenshots)."""
         base = cls(
             collect=CollectParams(episodes=48, shards=2),
-            train=TrainParams(epochs=1, batch_size=16),
+            train=TrainParams(epochs=1, batch_size=16, restarts=2),
             evaluate=EvalParams(episodes=6, max_new_tokens=24, max_steps=2),
         )
         return base.model_copy(update=overrides)

@@ -11,9 +11,9 @@ from pydantic import BaseModel, Field
 from flows._common import run_namer
 from knowlyr.store import Store
 from tasks.export import DatasetRef
-from tasks.train import Checkpoint, TrainParams, build_policy, train_policy
+from tasks.train import Checkpoint, TrainParams, build_policy, select_checkpoint, train_policy
 
-__all__ = ["TrainFlowParams", "run_training", "train"]
+__all__ = ["TrainFlowParams", "run_training", "train", "train_restarts"]
 
 
 class TrainFlowParams(BaseModel):
@@ -24,16 +24,46 @@ class TrainFlowParams(BaseModel):
     train: TrainParams = Field(default_factory=TrainParams)
 
 
+def train_restarts(
+    dataset: DatasetRef, p: TrainParams, init: Checkpoint | None = None
+) -> tuple[Checkpoint, Checkpoint]:
+    """Train ``p.restarts`` seeds (``p.seed``, ``p.seed + 1``...) and keep the one with the
+    lowest validation loss; returns that candidate's initial policy and its checkpoint.
+
+    Each restart is its own cached ``init`` and ``train`` task run. A given ``init`` is the
+    start of every restart (they then differ in data order); otherwise each seed builds its own.
+    One restart trains without selection.
+    """
+    pairs = []
+    for r in range(p.restarts):
+        q = p.model_copy(update={"seed": p.seed + r, "restarts": 1, "deployment": None})
+        start = init or build_policy(dataset, q.model, q.hidden_size, q.num_layers, q.seed)
+        pairs.append((start, train_policy(dataset, start, q)))
+    if len(pairs) == 1:
+        return pairs[0]
+    best = select_checkpoint([c for _, c in pairs])
+    kept = pairs[best][1]
+    get_run_logger().info(
+        f"kept restart {best} of {len(pairs)} (seed {p.seed + best}): "
+        + ", ".join(f"eval_loss {c.metrics.get('eval_loss', float('nan')):.4f}" for _, c in pairs)
+    )
+    return pairs[best][0], kept
+
+
 def run_training(dataset: DatasetRef, p: TrainParams) -> tuple[Checkpoint, Checkpoint]:
-    """Build the initial policy and train it: in-process, or as the ``p.deployment`` deployment
-    (e.g. on a GPU work pool) when one is configured."""
-    init = build_policy(dataset, p.model, p.hidden_size, p.num_layers, p.seed)
+    """Build the initial policies and train them (see :func:`train_restarts`): in-process, or
+    as the ``p.deployment`` deployment (e.g. on a GPU work pool) when one is configured.
+    Returns the kept candidate's initial policy (the untrained baseline) and checkpoint; with
+    a deployment and several restarts the baseline is the first seed's initial policy."""
     if not p.deployment:
-        return init, train_policy(dataset, init, p)
+        return train_restarts(dataset, p)
+    init = build_policy(dataset, p.model, p.hidden_size, p.num_layers, p.seed)
     from prefect.deployments import run_deployment
 
     params = TrainFlowParams(
-        dataset=dataset, init=init, train=p.model_copy(update={"deployment": None})
+        dataset=dataset,
+        init=init if p.restarts == 1 else None,
+        train=p.model_copy(update={"deployment": None}),
     )
     run = run_deployment(p.deployment, parameters={"params": params.model_dump(mode="json")})
     if run.state is None or not run.state.is_completed():
@@ -67,9 +97,7 @@ def train(params: TrainFlowParams) -> Checkpoint:
     """Train a policy on an exported dataset and record the checkpoint in the store."""
     from prefect.runtime import flow_run
 
-    t = params.train
-    init = params.init or build_policy(params.dataset, t.model, t.hidden_size, t.num_layers, t.seed)
-    ckpt = train_policy(params.dataset, init, params.train)
+    _, ckpt = train_restarts(params.dataset, params.train, params.init)
     Store.open(params.dataset.datasets.store).append(
         "checkpoints",
         [{"flow_run_id": str(flow_run.id), "checkpoint": ckpt.blob,

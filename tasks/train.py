@@ -18,7 +18,8 @@ from knowlyr.train.checkpoints import (
     train_sft_checkpoint,
     unpack_checkpoint,
 )
-from tasks._artifacts import artifact_key, in_run
+from knowlyr.train.selection import VALIDATION_METRIC, select_best, validation_split
+from tasks._artifacts import artifact_key, in_run, publish_table
 from tasks._cache import STAGE_CACHE
 from tasks.export import DatasetRef, load_dataset
 
@@ -29,6 +30,7 @@ __all__ = [
     "build_policy",
     "checkpoint_path",
     "register_checkpoint",
+    "select_checkpoint",
     "train_policy",
 ]
 
@@ -43,7 +45,18 @@ class TrainParams(BaseModel):
     epochs: float = Field(10, gt=0, description="training epochs")
     learning_rate: float = Field(3e-3, gt=0, description="peak learning rate")
     batch_size: int = Field(16, gt=0, description="per-device batch size")
-    seed: int = Field(0, description="weight init and data order seed")
+    seed: int = Field(0, description="weight init and data order seed (of the first restart)")
+    restarts: int = Field(
+        3,
+        ge=1,
+        description="seeds trained (seed, seed+1, ...); the lowest validation loss is kept",
+    )
+    validation_fraction: float = Field(
+        0.1,
+        ge=0,
+        lt=1,
+        description="share of the dataset's tasks held back from training to pick a restart",
+    )
     deployment: str | None = Field(
         None, description="run training as this deployment (e.g. 'train/gpu') via run_deployment"
     )
@@ -122,22 +135,31 @@ def _progress_callback(total_key: str) -> Any:
 
 @task(
     cache_policy=STAGE_CACHE,
-    task_run_name="train-{params.method}-{params.model}-{params.epochs}ep",
+    task_run_name="train-{params.method}-{params.model}-{params.epochs}ep-s{params.seed}",
 )
 def train_policy(dataset: DatasetRef, init: Checkpoint, params: TrainParams) -> Checkpoint:
-    """Train ``init`` on the dataset with TRL and store the final checkpoint."""
+    """Train ``init`` on the dataset with TRL and store the final checkpoint.
+
+    With ``params.validation_fraction`` > 0 that share of the tasks is held back and the
+    checkpoint's metrics carry the final model's ``eval_loss`` on it.
+    """
     store = Store.open(dataset.datasets.store)
     run_key = hashlib.sha256(f"{init.blob}{params.model_dump_json()}".encode()).hexdigest()
     callbacks = [_progress_callback(artifact_key("train-progress"))] if in_run() else []
+    rows = load_dataset(dataset)
+    val = None
+    if params.validation_fraction > 0:
+        rows, val = validation_split(rows, params.validation_fraction)
     out = train_sft_checkpoint(
         store,
-        load_dataset(dataset),
+        rows,
         init=checkpoint_path(init),
         output_dir=checkpoint_root(store) / f"{dataset.name}-{params.method}-{run_key[:12]}",
         learning_rate=params.learning_rate,
         batch_size=params.batch_size,
         epochs=params.epochs,
         seed=params.seed,
+        eval_dataset=val,
         callbacks=callbacks,
     )
     store.record_run(
@@ -156,6 +178,29 @@ def train_policy(dataset: DatasetRef, init: Checkpoint, params: TrainParams) -> 
         metrics=out.metrics,
         seconds=out.seconds,
     )
+
+
+@task(cache_policy=STAGE_CACHE, task_run_name="select-checkpoint-by-{metric}")
+def select_checkpoint(candidates: list[Checkpoint], metric: str = VALIDATION_METRIC) -> int:
+    """Index of the trained candidate with the lowest ``metric`` (validation loss); the
+    candidates and the choice go to a ``train-candidates`` table artifact."""
+    best = select_best([c.metrics for c in candidates], key=metric)
+    publish_table(
+        "train-candidates",
+        [
+            {
+                "candidate": c.name,
+                "path": c.path,
+                metric: c.metrics.get(metric),
+                "train_loss": c.metrics.get("train_loss"),
+                "seconds": round(c.seconds, 1),
+                "kept": i == best,
+            }
+            for i, c in enumerate(candidates)
+        ],
+        f"Restarts trained on the same data; the lowest {metric} is kept",
+    )
+    return best
 
 
 def register_checkpoint(store_url: str, folder: str, *, name: str | None = None) -> Checkpoint:

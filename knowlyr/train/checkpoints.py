@@ -155,11 +155,14 @@ def train_sft_checkpoint(
     batch_size: int = 16,
     epochs: float = 10,
     seed: int = 0,
+    eval_dataset: Any = None,
     callbacks: Sequence[Any] = (),
 ) -> StoredCheckpoint:
     """SFT the model folder ``init`` on ``dataset`` with TRL; archive the result into the store.
 
-    Logs about four times an epoch, without progress bars.
+    Logs about four times an epoch, without progress bars. With ``eval_dataset`` the final
+    model is evaluated on it and the metrics carry ``eval_loss`` (see
+    :mod:`knowlyr.train.selection`).
 
     Args:
         store: the store to archive into.
@@ -170,6 +173,7 @@ def train_sft_checkpoint(
         batch_size: per-device batch size.
         epochs: training epochs.
         seed: data order seed.
+        eval_dataset: held-back rows (e.g. from :func:`~knowlyr.train.selection.validation_split`).
         callbacks: ``transformers.TrainerCallback`` objects.
 
     Returns:
@@ -190,12 +194,14 @@ def train_sft_checkpoint(
         output_dir=str(output_dir),
         learning_rate=learning_rate,
         per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=batch_size,
         num_train_epochs=epochs,
         logging_steps=max(1, len(dataset) // batch_size // 4),
         disable_tqdm=True,
         seed=seed,
     )
-    result = train_sft(dataset, model, tok, config, callbacks=list(callbacks))
+    extra = {"eval_dataset": eval_dataset} if eval_dataset is not None else {}
+    result = train_sft(dataset, model, tok, config, callbacks=list(callbacks), **extra)
     return StoredCheckpoint(
         name=Path(result.path).name,
         path=Path(result.path),

@@ -77,9 +77,14 @@ def _finish(trainer: Any, dataset: Any, output_dir: str, started: float, out: An
     if hasattr(model, "merge_and_unload") and getattr(trainer.args, "lora_r", None):
         model = model.merge_and_unload()
     save_model(model, trainer.processing_class, path, **dataset_prompt_info(dataset))
+    metrics = dict(out.metrics)
+    if getattr(trainer, "eval_dataset", None) is not None:
+        # the final model's loss on the held-back rows (``eval_loss``...): what restarts are
+        # selected by (see knowlyr.train.selection)
+        metrics.update(trainer.evaluate())
     return TrainResult(
         path=path,
-        metrics=dict(out.metrics),
+        metrics=metrics,
         seconds=time.perf_counter() - started,
         log_history=list(trainer.state.log_history),
         trainer=trainer,

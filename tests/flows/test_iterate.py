@@ -15,7 +15,7 @@ from tests.flows.helpers import artifact_keys, task_states
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 UPSTREAM_OF_TRAIN = ("sample-", "collect-", "dedup-", "reward-", "export-", "init-")
-DOWNSTREAM_OF_TRAIN = ("train-", "evaluate-candidate-", "compare-", "promote-")
+DOWNSTREAM_OF_TRAIN = ("train-", "select-", "evaluate-candidate-", "compare-", "promote-")
 
 
 def _run(params: IterateParams):
@@ -36,7 +36,8 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
     names = sorted(states)
     for prefix in ("sample-conversation-train-48", "collect-knowlyr/conversation-expert-24ep-s0",
                    "dedup-collect", "reward-trajectories@0", "export-sft-trajectories@0", "init-tiny",
-                   "train-sft-tiny", "sample-conversation-heldout-6", "evaluate-untrained",
+                   "train-sft-tiny-1.0ep-s0", "train-sft-tiny-1.0ep-s1", "select-checkpoint-by-eval_loss",
+                   "sample-conversation-heldout-6", "evaluate-untrained",
                    "evaluate-candidate", "compare-candidate-vs-untrained", "promote-"):  # fmt: skip
         assert any(n.startswith(prefix) for n in names), (prefix, names)
     assert set(states.values()) == {"Completed"}
@@ -66,8 +67,8 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
 
     # What the UI shows.
     keys = artifact_keys(state.state_details.flow_run_id)
-    assert {"collect-counts", "reward-stats", "export-counts", "train-progress", "evaluation",
-            "iteration-report"} <= keys  # fmt: skip
+    assert {"collect-counts", "reward-stats", "export-counts", "train-progress", "train-candidates",
+            "evaluation", "iteration-report"} <= keys  # fmt: skip
     report_md = Path(report.report_dir, "report.md").read_text()
     assert (
         "Held-out evaluation" in report_md

@@ -58,7 +58,18 @@ def test_tiny_policy_is_built_for_the_dataset_and_trained(store: Store, expert_a
         store, ds, init=init.path, output_dir=store.root + "/run", epochs=1, batch_size=4
     )
     assert out.blob != init.blob and out.seconds > 0
-    assert out.metrics["train_loss"] > 0
+    assert out.metrics["train_loss"] > 0 and "eval_loss" not in out.metrics
+    # With held-back rows the final model is evaluated on them (what restarts are picked by).
+    held = train_sft_checkpoint(
+        store,
+        ds.select(range(6)),
+        init=init.path,
+        output_dir=store.root + "/run-val",
+        epochs=1,
+        batch_size=4,
+        eval_dataset=ds.select(range(6, 8)),
+    )
+    assert held.metrics["eval_loss"] > 0 and "eval_mean_token_accuracy" in held.metrics
     model, tok = load_model(unpack_checkpoint(store, out.blob))
     assert model.config.hidden_size == 32 and tok.chat_template
     base = init_policy(store, ds, dataset_name="sft-x", model=str(out.path))
