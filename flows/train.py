@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from flows._common import run_namer
 from knowlyr.store import Store
+from knowlyr.train.selection import restart
 from tasks.export import DatasetRef
 from tasks.train import Checkpoint, TrainParams, build_policy, select_checkpoint, train_policy
 
@@ -27,27 +28,33 @@ class TrainFlowParams(BaseModel):
 def train_restarts(
     dataset: DatasetRef, p: TrainParams, init: Checkpoint | None = None
 ) -> tuple[Checkpoint, Checkpoint]:
-    """Train ``p.restarts`` seeds (``p.seed``, ``p.seed + 1``...) and keep the one with the
-    lowest validation loss; returns that candidate's initial policy and its checkpoint.
+    """Train up to ``p.restarts`` seeds (``p.seed``, ``p.seed + 1``...) and keep the one with
+    the lowest validation loss; returns that candidate's initial policy and its checkpoint.
 
-    Each restart is its own cached ``init`` and ``train`` task run. A given ``init`` is the
-    start of every restart (they then differ in data order); otherwise each seed builds its own.
-    One restart trains without selection.
+    Restarts run one after another and stop early once a candidate's validation loss is at
+    or below ``p.target_eval_loss``. Each is its own cached ``init`` and ``train`` task run. A
+    given ``init`` is the start of every restart (they then differ in data order); otherwise
+    each seed builds its own.
     """
-    pairs = []
-    for r in range(p.restarts):
-        q = p.model_copy(update={"seed": p.seed + r, "restarts": 1, "deployment": None})
+
+    def one(seed: int) -> tuple[Checkpoint, Checkpoint]:
+        # one candidate's parameters, without the selection settings (they would only split
+        # the cache of identical training runs)
+        q = p.model_copy(
+            update={"seed": seed, "restarts": 1, "target_eval_loss": None, "deployment": None}
+        )
         start = init or build_policy(dataset, q.model, q.hidden_size, q.num_layers, q.seed)
-        pairs.append((start, train_policy(dataset, start, q)))
-    if len(pairs) == 1:
-        return pairs[0]
-    best = select_checkpoint([c for _, c in pairs])
-    kept = pairs[best][1]
+        return start, train_policy(dataset, start, q)
+
+    seeds = range(p.seed, p.seed + p.restarts)
+    _, pairs = restart(one, seeds, lambda pair: pair[1].metrics, target=p.target_eval_loss)
+    best = select_checkpoint([c for _, c in pairs]) if len(pairs) > 1 else 0
+    losses = ", ".join(f"{c.metrics.get('eval_loss', float('nan')):.4f}" for _, c in pairs)
     get_run_logger().info(
-        f"kept restart {best} of {len(pairs)} (seed {p.seed + best}): "
-        + ", ".join(f"eval_loss {c.metrics.get('eval_loss', float('nan')):.4f}" for _, c in pairs)
+        f"trained {len(pairs)} of up to {p.restarts} restarts (validation loss {losses}); "
+        f"kept seed {p.seed + best}"
     )
-    return pairs[best][0], kept
+    return pairs[best]
 
 
 def run_training(dataset: DatasetRef, p: TrainParams) -> tuple[Checkpoint, Checkpoint]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from prefect import task
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from knowlyr.store import Store
 from knowlyr.train.checkpoints import (
@@ -40,16 +40,22 @@ class TrainParams(BaseModel):
 
     method: Literal["sft"] = Field("sft", description="trainer (SFT on the exported dataset)")
     model: str = Field("tiny", description="'tiny' (from scratch) or a local checkpoint folder")
-    hidden_size: int = Field(64, gt=0, description="tiny model width")
+    hidden_size: int = Field(128, gt=0, description="tiny model width")
     num_layers: int = Field(2, gt=0, description="tiny model depth")
     epochs: float = Field(10, gt=0, description="training epochs")
     learning_rate: float = Field(3e-3, gt=0, description="peak learning rate")
     batch_size: int = Field(16, gt=0, description="per-device batch size")
     seed: int = Field(0, description="weight init and data order seed (of the first restart)")
     restarts: int = Field(
-        3,
+        4,
         ge=1,
-        description="seeds trained (seed, seed+1, ...); the lowest validation loss is kept",
+        description="most seeds trained (seed, seed+1, ...); the lowest validation loss is kept",
+    )
+    target_eval_loss: float | None = Field(
+        0.01,
+        gt=0,
+        description="stop restarting once a candidate's validation loss is at or below this "
+        "(null: train all restarts)",
     )
     validation_fraction: float = Field(
         0.1,
@@ -60,6 +66,15 @@ class TrainParams(BaseModel):
     deployment: str | None = Field(
         None, description="run training as this deployment (e.g. 'train/gpu') via run_deployment"
     )
+
+    @model_validator(mode="after")
+    def _selection_needs_validation(self) -> TrainParams:
+        if self.validation_fraction == 0 and (self.restarts > 1 or self.target_eval_loss):
+            raise ValueError(
+                "restarts > 1 and target_eval_loss pick by validation loss: set "
+                "validation_fraction > 0, or restarts=1 and target_eval_loss=null"
+            )
+        return self
 
 
 class Checkpoint(BaseModel):

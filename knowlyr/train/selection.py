@@ -8,19 +8,22 @@ touching the test tasks.
 
 Example:
     >>> train, val = validation_split(export.dataset, fraction=0.1)  # doctest: +SKIP
-    >>> best = select_best([ckpt_a.metrics, ckpt_b.metrics])  # doctest: +SKIP
+    >>> best, runs = restart(lambda seed: train_one(seed, train, val), seeds=range(6),
+    ...                      metrics=lambda r: r.metrics, target=0.01)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from knowlyr.errors import ConfigError
 
-__all__ = ["VALIDATION_METRIC", "select_best", "validation_split"]
+__all__ = ["VALIDATION_METRIC", "restart", "select_best", "validation_split"]
+
+T = TypeVar("T")
 
 VALIDATION_METRIC = "eval_loss"
 _SALT = b"knowlyr-validation\x00"
@@ -82,3 +85,32 @@ def select_best(metrics: Sequence[Mapping[str, Any]], *, key: str = VALIDATION_M
             "(validation_fraction > 0) to select between restarts"
         )
     return min(scored)[1]
+
+
+def restart(
+    run: Callable[[int], T],
+    seeds: Sequence[int],
+    metrics: Callable[[T], Mapping[str, Any]],
+    *,
+    target: float | None = None,
+    key: str = VALIDATION_METRIC,
+) -> tuple[int, list[T]]:
+    """Run ``run(seed)`` for each seed in turn and pick the lowest ``key`` among the results.
+
+    Stops early once a result's ``key`` is at or below ``target``. Returns the index of the
+    picked result and every result, in seed order.
+
+    Raises:
+        ConfigError: no seeds, or no result carries a finite ``key``.
+    """
+    if not seeds:
+        raise ConfigError("restart needs at least one seed")
+    results: list[T] = []
+    for seed in seeds:
+        results.append(run(seed))
+        value = metrics(results[-1]).get(key)
+        if target is not None and isinstance(value, int | float) and value <= target:
+            break
+    if len(results) == 1:
+        return 0, results
+    return select_best([metrics(r) for r in results], key=key), results

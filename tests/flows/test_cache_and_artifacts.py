@@ -100,3 +100,13 @@ def test_plots_are_well_formed_svg_that_embeds_in_markdown(svg):
     assert root.tag.endswith("svg")
     md = markdown_image(svg, "plot")
     assert base64.b64decode(md.split("base64,")[1].rstrip(")")).decode() == svg
+
+
+def test_restart_selection_without_a_validation_split_is_refused_with_the_fix():
+    from tasks.train import TrainParams
+
+    assert TrainParams(restarts=1, target_eval_loss=None, validation_fraction=0).restarts == 1
+    with pytest.raises(pydantic.ValidationError, match="set validation_fraction > 0"):
+        TrainParams(validation_fraction=0)
+    with pytest.raises(pydantic.ValidationError, match="restarts=1 and target_eval_loss=null"):
+        TrainParams(restarts=1, validation_fraction=0)

@@ -9,7 +9,7 @@ from datasets import Dataset
 
 from knowlyr.errors import ConfigError
 from knowlyr.taskset import split_of
-from knowlyr.train.selection import select_best, validation_split
+from knowlyr.train.selection import restart, select_best, validation_split
 
 
 def _rows(n_tasks: int, per_task: int = 2) -> Dataset:
@@ -53,3 +53,25 @@ def test_select_best_takes_the_lowest_finite_metric() -> None:
     assert select_best([{"acc": 0.2}, {"acc": 0.1}], key="acc") == 1
     with pytest.raises(ConfigError, match="validation_fraction > 0"):
         select_best([{"train_loss": 0.1}, {"eval_loss": math.inf}])
+
+
+def test_restart_stops_at_the_target_and_otherwise_keeps_the_lowest() -> None:
+    losses = {0: 0.046, 1: 0.02, 2: 0.003, 3: 0.001}
+    ran: list[int] = []
+
+    def run(seed: int) -> dict[str, float]:
+        ran.append(seed)
+        return {"eval_loss": losses[seed]}
+
+    best, results = restart(run, range(4), lambda m: m, target=0.01)
+    assert ran == [0, 1, 2] and best == 2 and len(results) == 3  # seed 3 never trained
+    ran.clear()
+    best, results = restart(run, range(4), lambda m: m, target=None)
+    assert ran == [0, 1, 2, 3] and best == 3
+    ran.clear()
+    assert restart(run, [1, 0], lambda m: m, target=0.0001) == (
+        0,
+        [{"eval_loss": 0.02}, {"eval_loss": 0.046}],
+    )
+    with pytest.raises(ConfigError, match="at least one seed"):
+        restart(run, [], lambda m: m)
