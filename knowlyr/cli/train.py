@@ -183,13 +183,16 @@ def _model(model: str, dataset, seed: int):
     from knowlyr.train.models import build_tiny_model_for, load_model
 
     if model == "tiny":
-        return build_tiny_model_for(dataset, seed=seed)
+        return build_tiny_model_for(dataset, hidden_size=128, seed=seed)  # the flow's recipe
     return load_model(model)
 
 
 _DATA = typer.Argument(..., help="An export folder (knowlyr export ... -o DIR).")
 _MODEL = typer.Option(
-    "tiny", "--model", "-m", help="Checkpoint folder, 'smollm2-135m', or 'tiny' (new tiny model)."
+    "tiny",
+    "--model",
+    "-m",
+    help="Checkpoint folder, 'smollm2-135m', or 'tiny' (a new 2x128 Qwen2).",
 )
 _OUT = typer.Option(
     Path("runs/train"), "--output", "-o", help="Output folder; the model goes to OUTPUT/final."
