@@ -1,10 +1,10 @@
 """Model selection over restarts: a validation split by task and the best-by-validation pick.
 
-Training a tiny model from scratch is a restart problem: on the conversation suite a 2x64
-Qwen2 either learns to read the tool's answer or settles on a plateau that copies the ids and
-guesses the rest, and which one depends on the seed. Training a few seeds and keeping the one
-with the lowest loss on held-back tasks turns a coin flip into a dependable result without
-touching the test tasks.
+Training a tiny model from scratch is partly a matter of seeds: on the conversation suite a
+tiny Qwen2 either learns to read the tool's answer or settles on a plateau that copies the ids
+and guesses the rest (most seeds at 2x64, a few at 2x128). Training seeds until the loss on
+held-back tasks says one has learned, and keeping the lowest, makes the result dependable
+without touching the test tasks.
 
 Example:
     >>> train, val = validation_split(export.dataset, fraction=0.1)  # doctest: +SKIP
