@@ -1,5 +1,8 @@
 """The stage cache policy: stage + parameters + input store versions + library version.
 
+The stores themselves count by identity (a store deleted and re-created at the same path is
+a new store), so a cached manifest never points into a store that is gone.
+
 Every stage task takes small, JSON-able inputs: parameters (pydantic models, numbers,
 strings) and the *manifests* of the store versions it reads (table name, version, row
 count, ids). Hashing those inputs therefore hashes the input versions, never the data, and a
@@ -24,7 +27,7 @@ from prefect.context import TaskRunContext
 
 import knowlyr
 
-__all__ = ["STAGE_CACHE", "StageCachePolicy", "canonical", "stage_key"]
+__all__ = ["STAGE_CACHE", "StageCachePolicy", "canonical", "stage_key", "store_urls"]
 
 
 def canonical(value: Any) -> Any:
@@ -49,16 +52,46 @@ def canonical(value: Any) -> Any:
     )
 
 
+_STORE_KEYS = ("store", "store_url")
+
+
+def store_urls(value: Any) -> set[str]:
+    """The store URLs in canonical task inputs: ``store_url`` parameters and the ``store`` of
+    every manifest."""
+    out: set[str] = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if k in _STORE_KEYS and isinstance(item, str) and item:
+                    out.add(item)
+                else:
+                    stack.append(item)
+        elif isinstance(v, list):
+            stack.extend(v)
+    return out
+
+
 def stage_key(stage: str, inputs: dict[str, Any], *, source: str = "") -> str:
     """The cache key of ``stage`` run on ``inputs`` with this library version.
+
+    Every store the inputs name counts by its :attr:`~knowlyr.store.Store.identity`, not
+    only its URL: a store deleted and created again at the same path is a different store,
+    and results cached against the old one (manifests of versions that are gone) are not
+    served for it.
 
     Example:
         >>> stage_key("export", {"kind": "sft"}) == stage_key("export", {"kind": "sft"})
         True
     """
+    from knowlyr.store import Store
+
+    canon = canonical(inputs)
     payload = {
         "stage": stage,
-        "inputs": canonical(inputs),
+        "inputs": canon,
+        "stores": {url: Store.open(url).identity for url in sorted(store_urls(canon))},
         "knowlyr": knowlyr.__version__,
         "source": hashlib.sha256(source.encode()).hexdigest() if source else "",
     }

@@ -26,6 +26,7 @@ cached key set, so re-adding known content reads nothing but the id column once.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from knowlyr.trajectory import Trajectory
 
 __all__ = ["DEFAULT_STORE", "Store"]
+
+_ID_FILE = "store.id"
 
 DEFAULT_STORE = ".knowlyr/store"
 _STREAM_ROWS = 1000  # trajectories serialised per Arrow batch while the writer compresses
@@ -119,6 +122,41 @@ class Store(DeltaTables):
 
     def __repr__(self) -> str:
         return f"Store({self.url!r})"
+
+    @property
+    def identity(self) -> str:
+        """A random id written when the store is first asked for it (``<root>/store.id``).
+
+        Unlike the URL it changes when a store is deleted and created again at the same
+        place, so caches keyed on it (the flows' stage cache) never serve results that point
+        into a store that is gone.
+        """
+        if self.local:
+            path = os.path.join(self.root, _ID_FILE)
+            try:
+                with open(path, encoding="ascii") as f:
+                    return f.read().strip()
+            except FileNotFoundError:
+                pass
+            new = uuid.uuid4().hex
+            tmp = f"{path}.tmp-{new}"
+            with open(tmp, "w", encoding="ascii") as f:
+                f.write(new)
+            try:
+                os.link(tmp, path)  # appears whole, and only if no other process was first
+            except FileExistsError:
+                with open(path, encoding="ascii") as f:
+                    new = f.read().strip()
+            finally:
+                os.unlink(tmp)
+            return new
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(self.root, **self.storage_options)
+        path = f"{root}/{_ID_FILE}"
+        if not fs.exists(path):
+            fs.pipe_file(path, uuid.uuid4().hex.encode())
+        return fs.cat_file(path).decode().strip()
 
     # -- trajectories ---------------------------------------------------------------------
 

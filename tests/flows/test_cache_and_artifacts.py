@@ -44,6 +44,20 @@ def test_key_changes_with_stage_input_version_and_parameters(other):
     assert stage_key(*other) != base
 
 
+def test_key_counts_every_store_named_by_identity(tmp_path):
+    import shutil
+
+    from tasks._cache import store_urls
+
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    inputs = {"store_url": a, "refs": [{"store": b, "table": "trajectories"}], "n": {"store": 1}}
+    assert store_urls(canonical(inputs)) == {a, b}
+    key = stage_key("export", inputs)
+    assert stage_key("export", inputs) == key
+    shutil.rmtree(b)  # b deleted and re-created at the same path: another store
+    assert stage_key("export", inputs) != key
+
+
 def test_key_changes_with_task_source_and_library_version(monkeypatch):
     inputs = {"n": 1}
     base = stage_key("train", inputs, source="def f(): pass")

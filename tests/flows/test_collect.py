@@ -46,3 +46,25 @@ def test_collect_on_a_dask_local_cluster(store_url):
     assert report.episodes == 6 and report.trajectories.new == 6
     trajs = Store.open(report.store_url).read_trajectories()
     assert {t.agent.name for t in trajs} == {"noisy-expert"}
+
+
+def test_a_store_deleted_and_recreated_at_the_same_path_is_not_served_stale_cache(store_url):
+    import shutil
+
+    params = CollectParams(episodes=4, shards=2, seed=3, store_url=store_url)
+    first = collect(params, return_state=True)
+    again = collect(params, return_state=True)
+    states = task_states(again.state_details.flow_run_id)
+    assert states and set(states.values()) == {"Cached"}, states
+
+    # `rm -rf .knowlyr/store && make run`: the cached manifests point at versions that are
+    # gone, so the stages that read or write the store run again into the new one.
+    shutil.rmtree(store_url)
+    fresh = collect(params, return_state=True)
+    states = task_states(fresh.state_details.flow_run_id)
+    assert {n: s for n, s in states.items() if not n.startswith("sample-")} and all(
+        s == "Completed" for n, s in states.items() if not n.startswith("sample-")
+    ), states
+    report = fresh.result()
+    assert report.trajectories.new == 4 == Store.open(store_url).count("trajectories")
+    assert report.trajectories.version == first.result().trajectories.version == 0
