@@ -204,6 +204,7 @@ def select_checkpoint(candidates: list[Checkpoint], metric: str = VALIDATION_MET
         "train-candidates",
         [
             {
+                "restart": i,
                 "candidate": c.name,
                 "path": c.path,
                 metric: c.metrics.get(metric),
