@@ -199,7 +199,9 @@ class Trajectory(_Model):
         return [s.action.tool for s in self.steps if s.action is not None]
 
     def to_json(self) -> bytes:
-        return orjson.dumps(self.model_dump(mode="json", exclude_none=True))
+        """Compact JSON without ``None`` fields (``model_dump_json(exclude_none=True)`` as bytes,
+        straight from pydantic-core)."""
+        return self.__pydantic_serializer__.to_json(self, exclude_none=True)
 
     @classmethod
     def from_json(cls, data: bytes | str) -> Trajectory:

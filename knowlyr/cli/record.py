@@ -22,10 +22,15 @@ def _side_file(out: Path, what: str = "rejected") -> Path:
     return out.with_name(f"{name}.{what}.jsonl")
 
 
-def _records(paths: list[Path], fmt: str | None, redact: bool, workers: int):
-    """iter_records with a rich progress bar over files when a directory is given."""
+def _records(
+    paths: list[Path], fmt: str | None, redact: bool, workers: int, *, encoded: bool = False
+):
+    """iter_records (iter_encoded with ``encoded``) with a rich progress bar over files when a
+    directory is given."""
     from knowlyr.errors import UnknownFormatError
-    from knowlyr.recorder import iter_files, iter_records
+    from knowlyr.recorder import iter_encoded, iter_files, iter_records
+
+    each = iter_encoded if encoded else iter_records
 
     try:
         if fmt is not None:
@@ -36,7 +41,7 @@ def _records(paths: list[Path], fmt: str | None, redact: bool, workers: int):
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     if not any(p.is_dir() for p in paths):
-        yield from iter_records(paths, format=fmt, redact=redact, workers=workers)
+        yield from each(paths, format=fmt, redact=redact, workers=workers)
         return
     from rich.progress import (
         BarColumn,
@@ -58,7 +63,7 @@ def _records(paths: list[Path], fmt: str | None, redact: bool, workers: int):
         console=Console(stderr=True),  # stdout keeps only the counts
     ) as bar:
         tid = bar.add_task("files", total=len(files))
-        yield from iter_records(
+        yield from each(
             files, format=fmt, redact=redact, workers=workers, progress=lambda _p: bar.advance(tid)
         )
 
@@ -80,8 +85,7 @@ def convert_cmd(
         0,
         "-w",
         "--workers",
-        help="Processes to convert with (0 = one per CPU with 4+ CPUs, else 1; "
-        "small inputs stay in this process).",
+        help="Processes to convert with (0 = one per CPU; small inputs stay in this process).",
     ),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any record is rejected."),
 ) -> None:
@@ -91,7 +95,7 @@ def convert_cmd(
 
     import orjson
 
-    from knowlyr.recorder import Converted
+    from knowlyr.recorder import Encoded
 
     output.parent.mkdir(parents=True, exist_ok=True)
     side = _side_file(output)
@@ -100,21 +104,15 @@ def convert_cmd(
     kinds: Counter[str] = Counter()
     reasons: list[str] = []
     with open(output, "wb") as out, open(side, "wb") as rej, open(audit, "wb") as aud:
-        for r in _records(paths, fmt, redact, workers):
+        for r in _records(paths, fmt, redact, workers, encoded=True):
             counts["read"] += 1
-            if isinstance(r, Converted):
+            if isinstance(r, Encoded):
                 counts["converted"] += 1
-                counts[f"format:{r.trajectory.source.format}"] += 1
-                kinds.update(x.kind for x in r.redactions)
-                out.write(r.trajectory.to_json() + b"\n")
-                src = r.trajectory.source
+                counts[f"format:{r.format}"] += 1
+                out.write(r.json + b"\n")
                 for x in r.redactions:
-                    row = {
-                        "path": src.path,
-                        "line": src.line,
-                        "trajectory": r.trajectory.id,
-                        **x.to_dict(),
-                    }
+                    kinds[x.kind] += 1
+                    row = {"path": r.path, "line": r.line, "trajectory": r.id, **x.to_dict()}
                     aud.write(orjson.dumps(row) + b"\n")
             else:
                 counts["rejected"] += 1

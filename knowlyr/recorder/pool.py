@@ -6,7 +6,9 @@ file, so the pool's per-task cost (futures, queues, waking the parent) is paid o
 not once per log. A worker packs each file's results as soon as it has converted them
 (:mod:`knowlyr.recorder.transfer`: plain field dicts, pickled in C) and answers with one
 ``[(path, bytes), ...]`` list per unit; the parent rebuilds the trajectories without
-re-validation and yields them in file order.
+re-validation and yields them in file order. For :func:`~knowlyr.recorder.iter_encoded` a
+worker serialises each trajectory itself and sends its JSON, which the parent passes on as
+it is.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from knowlyr.errors import RecordError
 from knowlyr.recorder.base import get_adapter
 from knowlyr.recorder.pipeline import (
     Converted,
+    Encoded,
     Rejected,
     _first_line_obj,
     _is_lines,
@@ -46,18 +49,33 @@ def worth_it(files: list[Path]) -> bool:
     return len(files) >= _MIN_FILES or any(_chunkable(p) for p in files)
 
 
-def _pack(results: Iterable[Converted | Rejected]) -> bytes:
+# How a worker sends results: as trajectories to rebuild, or serialised (with or without raw).
+_TRAJ, _JSON, _JSON_RAW = 0, 1, 2
+
+
+def _pack(results: Iterable[Converted | Rejected], mode: int = _TRAJ) -> bytes:
     """One file's (or JSONL slice's) results as one pickled blob of plain data."""
     out: list[tuple] = []
     for r in results:
-        if isinstance(r, Converted):
+        if isinstance(r, Rejected):
+            out.append((None, r.path, r.line, r.reason, r.raw))
+        elif mode == _TRAJ:
             out.append((pack_trajectory(r.trajectory), r.raw, r.redactions))
         else:
-            out.append((None, r.path, r.line, r.reason, r.raw))
+            t = r.trajectory
+            src = t.source
+            raw = r.raw if mode == _JSON_RAW else None
+            out.append(
+                (t.to_json(), t.id, src.format, src.path, src.line, src.blob, r.redactions, raw)
+            )
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _unpack(blob: bytes) -> list[Converted | Rejected]:
+def _unpack(
+    blob: bytes, mode: int = _TRAJ
+) -> list[Converted | Rejected] | list[Encoded | Rejected]:
+    if mode != _TRAJ:
+        return [Rejected(*p[1:]) if p[0] is None else Encoded(*p) for p in pickle.loads(blob)]
     # Rebuilding allocates many objects at once; trajectories are trees that refcounting
     # frees, so the cyclic collector pauses while one file's results are rebuilt.
     was_enabled = gc.isenabled()
@@ -81,20 +99,20 @@ def _worker_init() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
-def _work_files(args: tuple[list[str], str | None, bool]) -> list[tuple[str, bytes]]:
+def _work_files(args: tuple[list[str], str | None, bool, int]) -> list[tuple[str, bytes]]:
     """Convert a batch of files; each file's results are packed as soon as they are made, so
     a worker holds one file's objects at a time."""
-    paths, fmt, redact = args
-    return [(p, _pack(_iter_file(Path(p), fmt, redact))) for p in paths]
+    paths, fmt, redact, mode = args
+    return [(p, _pack(_iter_file(Path(p), fmt, redact), mode)) for p in paths]
 
 
-def _work_lines(args: tuple[str, str, int, int, int, bool]) -> list[tuple[str, bytes]]:
+def _work_lines(args: tuple[str, str, int, int, int, bool, int]) -> list[tuple[str, bytes]]:
     """Convert a slice of a JSONL file, read here (the parent only sends where it is)."""
-    path, fmt, first_line, offset, length, redact = args
+    path, fmt, first_line, offset, length, redact, mode = args
     with open(path, "rb") as f:
         f.seek(offset)
         lines = f.read(length).split(b"\n")
-    return [(path, _pack(_iter_lines(get_adapter(fmt), path, lines, first_line, redact)))]
+    return [(path, _pack(_iter_lines(get_adapter(fmt), path, lines, first_line, redact), mode))]
 
 
 def _chunkable(p: Path) -> bool:
@@ -116,7 +134,9 @@ def _size(p: Path) -> int:
 Unit = tuple[Callable[[Any], list[tuple[str, bytes]]], tuple]
 
 
-def _units(files: list[Path], fmt: str | None, redact: bool, per_batch: int) -> Iterator[Unit]:
+def _units(
+    files: list[Path], fmt: str | None, redact: bool, per_batch: int, mode: int
+) -> Iterator[Unit]:
     """Work units: batches of whole files, and ~1 MB slices of line-per-record JSONL files."""
     batch: list[str] = []
     size = 0
@@ -128,20 +148,20 @@ def _units(files: list[Path], fmt: str | None, redact: bool, per_batch: int) -> 
                 a = None
             if a is not None and not a.session:
                 if batch:
-                    yield _work_files, (batch, fmt, redact)
+                    yield _work_files, (batch, fmt, redact, mode)
                     batch, size = [], 0
-                yield from _slices(p, a.name, redact)
+                yield from _slices(p, a.name, redact, mode)
                 continue
         batch.append(str(p))
         size += _size(p)
         if len(batch) >= per_batch or size >= _BATCH_BYTES:
-            yield _work_files, (batch, fmt, redact)
+            yield _work_files, (batch, fmt, redact, mode)
             batch, size = [], 0
     if batch:
-        yield _work_files, (batch, fmt, redact)
+        yield _work_files, (batch, fmt, redact, mode)
 
 
-def _slices(p: Path, fmt: str, redact: bool) -> Iterator[Unit]:
+def _slices(p: Path, fmt: str, redact: bool, mode: int) -> Iterator[Unit]:
     """~1 MB slices of a JSONL file, cut at line ends: (first line number, offset, length).
     The file is read here only to find the cuts and count lines, block by block."""
     sp = str(p)
@@ -152,14 +172,14 @@ def _slices(p: Path, fmt: str, redact: bool) -> Iterator[Unit]:
             block = f.read(_CHUNK_BYTES)
             if not block:
                 if rest:
-                    yield _work_lines, (sp, fmt, line, start, len(rest), redact)
+                    yield _work_lines, (sp, fmt, line, start, len(rest), redact, mode)
                 break
             block = rest + block
             cut = block.rfind(b"\n")
             if cut < 0:
                 rest = block
                 continue
-            yield _work_lines, (sp, fmt, line, start, cut, redact)
+            yield _work_lines, (sp, fmt, line, start, cut, redact, mode)
             line += block.count(b"\n", 0, cut) + 1
             start += cut + 1
             rest = block[cut + 1 :]
@@ -171,12 +191,18 @@ def iter_pool(
     redact: bool,
     workers: int,
     progress: Callable[[Path], None] | None,
-) -> Iterator[Converted | Rejected]:
-    """What :func:`~knowlyr.recorder.iter_records` yields, converted by ``workers`` processes."""
+    *,
+    encoded: bool = False,
+    keep_raw: bool = False,
+) -> Iterator[Converted | Encoded | Rejected]:
+    """What :func:`~knowlyr.recorder.iter_records` yields (or, with ``encoded``,
+    :func:`~knowlyr.recorder.iter_encoded`), converted by ``workers`` processes."""
+    mode = (_JSON_RAW if keep_raw else _JSON) if encoded else _TRAJ
     path_of = {str(p): p for p in files}
     # a few units per worker at least, so that no worker waits on a last big batch
     per_batch = max(1, min(_BATCH_FILES, math.ceil(len(files) / (workers * 4))))
-    units = _units(files, fmt, redact, per_batch)  # lazy: big JSONL files are read slice by slice
+    # lazy: big JSONL files are read slice by slice
+    units = _units(files, fmt, redact, per_batch, mode)
     with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init) as pool:
         pending: deque[Any] = deque()
 
@@ -200,6 +226,6 @@ def iter_pool(
                 if progress is not None and last is not None and p != last:
                     progress(path_of[last])  # a file's groups are consecutive: it is done
                 last = p
-                yield from _unpack(blob)
+                yield from _unpack(blob, mode)
         if progress is not None and last is not None:
             progress(path_of[last])

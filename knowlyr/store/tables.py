@@ -216,11 +216,6 @@ def empty_frame(spec: TableSpec | None) -> pl.DataFrame:
     return pl.DataFrame(schema={c: polars_type(t) for c, t in spec.columns.items()})
 
 
-def _json(t: Trajectory) -> bytes:
-    """``t.model_dump_json(exclude_none=True)`` as UTF-8 bytes."""
-    return t.__pydantic_serializer__.to_json(t, exclude_none=True)
-
-
 def trajectory_arrow(
     trajs: list[Trajectory], *, now: datetime | None = None, sort: bool = True
 ) -> pa.Table:
@@ -254,7 +249,7 @@ def trajectory_arrow(
             "created_at": pa.array([now] * len(trajs), pa.timestamp("us", tz="UTC")),
             # bytes straight from pydantic-core (model_dump_json decodes them to a str that
             # Arrow would re-encode): ~3x cheaper per row into Arrow.
-            "data": pa.array([_json(t) for t in trajs], pa.large_string()),
+            "data": pa.array([t.to_json() for t in trajs], pa.large_string()),
         }
     )
     assert table.column_names == list(TRAJECTORY_COLUMNS)

@@ -13,9 +13,11 @@ import pytest
 from knowlyr.errors import RecordError, UnknownFormatError
 from knowlyr.recorder import (
     Converted,
+    Encoded,
     Rejected,
     convert,
     detect_format,
+    iter_encoded,
     iter_records,
     list_formats,
     register_adapter,
@@ -176,6 +178,47 @@ def test_workers_give_the_same_results_in_order(batch: Path, monkeypatch) -> Non
     ]
     with pytest.raises(ValueError, match="workers must be >= 0"):
         list(iter_records([batch], workers=-1))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_encoded_results_are_the_records_serialised(batch: Path, monkeypatch, workers) -> None:
+    monkeypatch.setattr(pool_mod, "_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(pool_mod, "_MIN_FILES", 1)
+    (batch / "leak.json").write_bytes(
+        b'[{"action": "run", "args": {"command": "export OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx"}}]'
+    )
+    started = []
+    real_pool = pool_mod.iter_pool
+    monkeypatch.setattr(
+        pool_mod, "iter_pool", lambda *a, **k: started.append(1) or real_pool(*a, **k)
+    )
+    plain = list(iter_records([batch]))
+    enc = list(iter_encoded([batch], workers=workers, keep_raw=True))
+    assert bool(started) == (workers > 1)
+    assert len(enc) == len(plain) == 9
+    for p, e in zip(plain, enc, strict=True):
+        assert type(e) is (Encoded if isinstance(p, Converted) else Rejected)
+        if isinstance(p, Rejected):
+            assert (e.path, e.line, e.reason, e.raw) == (p.path, p.line, p.reason, p.raw)
+            continue
+        t = p.trajectory
+        assert e.json == t.to_json()
+        assert (e.id, e.format, e.path, e.line, e.blob) == (
+            t.id,
+            t.source.format,
+            t.source.path,
+            t.source.line,
+            t.source.blob,
+        )
+        assert e.raw == p.raw and e.redactions == p.redactions
+        assert e.trajectory() == t
+    leak = next(e for e in enc if isinstance(e, Encoded) and e.path.endswith("leak.json"))
+    assert [r.kind for r in leak.redactions] == ["openai_key"]
+    assert b"sk-abcdefghij" not in leak.json and b"sk-abcdefghij" not in leak.raw
+    # without keep_raw the raw bytes stay where they were converted
+    assert all(
+        e.raw is None for e in iter_encoded([batch], workers=workers) if isinstance(e, Encoded)
+    )
 
 
 def test_small_inputs_skip_the_pool(batch: Path, monkeypatch) -> None:
