@@ -522,6 +522,17 @@ def _run_variant(variant: str, corpus: Path, workers: int) -> dict:
             else:
                 n_ok += 1
                 steps += len(t.steps)
+    elif variant == "encoded":  # what `knowlyr record convert DIR -o OUT` does
+        from knowlyr.recorder import Encoded, iter_encoded
+
+        with tempfile.TemporaryDirectory() as tmp, open(Path(tmp) / "out.jsonl", "wb") as out:
+            for r in iter_encoded([corpus], workers=workers):
+                if isinstance(r, Encoded):
+                    n_ok += 1
+                    out.write(r.json + b"\n")
+                else:
+                    n_rej += 1
+            steps = -1  # not parsed back
     else:
         from knowlyr.recorder import Converted, iter_records
 
@@ -689,6 +700,7 @@ def main() -> None:
         variants = [("baseline", 1), ("knowlyr", 1)]
         if args.workers > 1:
             variants.append(("knowlyr", args.workers))
+        variants += [("encoded", 1)] + ([("encoded", args.workers)] if args.workers > 1 else [])
         headline = None
         for title, corpus in corpora:
             runs: dict[tuple[str, int], list[dict]] = {v: [] for v in variants}

@@ -89,44 +89,57 @@ class Converted:
 @dataclass(slots=True)
 class Encoded:
     """A converted record already serialised: what :func:`iter_encoded` yields to writers
-    that store the trajectory's JSON and never need the models (``knowlyr record convert``).
+    that keep the trajectory's JSON and never need the models (``knowlyr record convert``,
+    the store's ingest).
 
     Attributes:
-        json: ``trajectory.to_json()``.
-        id: the trajectory's content hash.
-        format, path, line, blob: its ``source``.
+        row: the trajectory's row of the store's ``trajectories`` table
+            (:func:`knowlyr.store.tables.trajectory_row`: id, task, agent, outcome and source
+            fields, and ``data``, the trajectory's JSON).
+        line: 1-based line of the record in a JSONL file, else ``None``.
         redactions: what was redacted and where (never the secret itself).
-        raw: the redacted raw record, when asked for (``keep_raw=True``), else ``None``.
     """
 
-    json: bytes
-    id: str
-    format: str
-    path: str | None
+    row: tuple
     line: int | None
-    blob: str | None
     redactions: list[Redaction] = field(default_factory=list)
-    raw: bytes | None = None
+
+    # positions in TRAJECTORY_ROW (tests check them)
+    @property
+    def json(self) -> bytes:
+        """``trajectory.to_json()``."""
+        return self.row[12]
+
+    @property
+    def id(self) -> str:
+        return self.row[0]
+
+    @property
+    def format(self) -> str:
+        return self.row[9]
+
+    @property
+    def path(self) -> str | None:
+        return self.row[10]
+
+    @property
+    def blob(self) -> str | None:
+        return self.row[11]
 
     def trajectory(self) -> Trajectory:
         """The trajectory itself, validated from :attr:`json`."""
         return Trajectory.from_json(self.json)
 
 
-def encode(r: Converted, *, keep_raw: bool = False) -> Encoded:
-    """``r`` in serialised form (see :class:`Encoded`)."""
+def encode(r: Converted, put_raw: Callable[..., object] | None = None) -> Encoded:
+    """``r`` in serialised form (see :class:`Encoded`); its raw bytes go to
+    ``put_raw(raw, digest=sha256)`` when given."""
+    from knowlyr.store.tables import trajectory_row
+
     t = r.trajectory
-    src = t.source
-    return Encoded(
-        t.to_json(),
-        t.id,
-        src.format,
-        src.path,
-        src.line,
-        src.blob,
-        r.redactions,
-        r.raw if keep_raw else None,
-    )
+    if put_raw is not None:
+        put_raw(r.raw, digest=t.source.blob)
+    return Encoded(trajectory_row(t), t.source.line, r.redactions)
 
 
 @dataclass(slots=True)
@@ -549,7 +562,7 @@ def iter_encoded(
     format: str | None = None,
     redact: bool = True,
     workers: int = 0,
-    keep_raw: bool = False,
+    put_raw: Callable[..., object] | None = None,
     progress: Callable[[Path], None] | None = None,
 ) -> Iterator[Encoded | Rejected]:
     """:func:`iter_records` for writers: each converted record comes as its trajectory's JSON
@@ -558,7 +571,9 @@ def iter_encoded(
     CPU). Same records, same order, same counts as :func:`iter_records`.
 
     Args:
-        keep_raw: also carry each record's redacted raw bytes (for storing them as blobs).
+        put_raw: called as ``put_raw(raw, digest=sha256)`` with each converted record's
+            redacted raw bytes, in the process that converted it, so with a pool it must be
+            picklable (the store's ingest passes ``store.blobs.put``: workers write the blobs).
         Others: as :func:`iter_records`.
 
     Example:
@@ -578,12 +593,12 @@ def iter_encoded(
 
         if pool.worth_it(files):
             yield from pool.iter_pool(
-                files, format, redact, n, progress, encoded=True, keep_raw=keep_raw
+                files, format, redact, n, progress, encoded=True, put_raw=put_raw
             )
             return
     for p in files:
         for r in _iter_file(p, format, redact):
-            yield encode(r, keep_raw=keep_raw) if isinstance(r, Converted) else r
+            yield encode(r, put_raw) if isinstance(r, Converted) else r
         if progress is not None:
             progress(p)
 

@@ -33,6 +33,7 @@ from knowlyr.recorder.pipeline import (
     _iter_file,
     _iter_lines,
     _sniff,
+    encode,
 )
 from knowlyr.recorder.transfer import pack_trajectory, unpack_trajectory
 
@@ -49,33 +50,31 @@ def worth_it(files: list[Path]) -> bool:
     return len(files) >= _MIN_FILES or any(_chunkable(p) for p in files)
 
 
-# How a worker sends results: as trajectories to rebuild, or serialised (with or without raw).
-_TRAJ, _JSON, _JSON_RAW = 0, 1, 2
+# What a worker sends back: trajectories to rebuild (None), or serialised records
+# (("json", put_raw): raw bytes go to put_raw in the worker)
+Out = tuple[str, Callable[..., object] | None] | None
 
 
-def _pack(results: Iterable[Converted | Rejected], mode: int = _TRAJ) -> bytes:
+def _pack(results: Iterable[Converted | Rejected], out_mode: Out = None) -> bytes:
     """One file's (or JSONL slice's) results as one pickled blob of plain data."""
     out: list[tuple] = []
     for r in results:
         if isinstance(r, Rejected):
             out.append((None, r.path, r.line, r.reason, r.raw))
-        elif mode == _TRAJ:
+        elif out_mode is None:
             out.append((pack_trajectory(r.trajectory), r.raw, r.redactions))
         else:
-            t = r.trajectory
-            src = t.source
-            raw = r.raw if mode == _JSON_RAW else None
-            out.append(
-                (t.to_json(), t.id, src.format, src.path, src.line, src.blob, r.redactions, raw)
-            )
+            e = encode(r, out_mode[1])
+            out.append((e.row, e.line, e.redactions))
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _unpack(
-    blob: bytes, mode: int = _TRAJ
-) -> list[Converted | Rejected] | list[Encoded | Rejected]:
-    if mode != _TRAJ:
-        return [Rejected(*p[1:]) if p[0] is None else Encoded(*p) for p in pickle.loads(blob)]
+def _unpack(blob: bytes, encoded: bool = False) -> list[Any]:
+    if encoded:
+        return [
+            Rejected(p[1], p[2], p[3], p[4]) if p[0] is None else Encoded(p[0], p[1], p[2])
+            for p in pickle.loads(blob)
+        ]
     # Rebuilding allocates many objects at once; trajectories are trees that refcounting
     # frees, so the cyclic collector pauses while one file's results are rebuilt.
     was_enabled = gc.isenabled()
@@ -99,14 +98,14 @@ def _worker_init() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
-def _work_files(args: tuple[list[str], str | None, bool, int]) -> list[tuple[str, bytes]]:
+def _work_files(args: tuple[list[str], str | None, bool, Out]) -> list[tuple[str, bytes]]:
     """Convert a batch of files; each file's results are packed as soon as they are made, so
     a worker holds one file's objects at a time."""
     paths, fmt, redact, mode = args
     return [(p, _pack(_iter_file(Path(p), fmt, redact), mode)) for p in paths]
 
 
-def _work_lines(args: tuple[str, str, int, int, int, bool, int]) -> list[tuple[str, bytes]]:
+def _work_lines(args: tuple[str, str, int, int, int, bool, Out]) -> list[tuple[str, bytes]]:
     """Convert a slice of a JSONL file, read here (the parent only sends where it is)."""
     path, fmt, first_line, offset, length, redact, mode = args
     with open(path, "rb") as f:
@@ -135,7 +134,7 @@ Unit = tuple[Callable[[Any], list[tuple[str, bytes]]], tuple]
 
 
 def _units(
-    files: list[Path], fmt: str | None, redact: bool, per_batch: int, mode: int
+    files: list[Path], fmt: str | None, redact: bool, per_batch: int, mode: Out
 ) -> Iterator[Unit]:
     """Work units: batches of whole files, and ~1 MB slices of line-per-record JSONL files."""
     batch: list[str] = []
@@ -161,7 +160,7 @@ def _units(
         yield _work_files, (batch, fmt, redact, mode)
 
 
-def _slices(p: Path, fmt: str, redact: bool, mode: int) -> Iterator[Unit]:
+def _slices(p: Path, fmt: str, redact: bool, mode: Out) -> Iterator[Unit]:
     """~1 MB slices of a JSONL file, cut at line ends: (first line number, offset, length).
     The file is read here only to find the cuts and count lines, block by block."""
     sp = str(p)
@@ -193,11 +192,11 @@ def iter_pool(
     progress: Callable[[Path], None] | None,
     *,
     encoded: bool = False,
-    keep_raw: bool = False,
+    put_raw: Callable[..., object] | None = None,
 ) -> Iterator[Converted | Encoded | Rejected]:
     """What :func:`~knowlyr.recorder.iter_records` yields (or, with ``encoded``,
     :func:`~knowlyr.recorder.iter_encoded`), converted by ``workers`` processes."""
-    mode = (_JSON_RAW if keep_raw else _JSON) if encoded else _TRAJ
+    mode: Out = ("json", put_raw) if encoded else None
     path_of = {str(p): p for p in files}
     # a few units per worker at least, so that no worker waits on a last big batch
     per_batch = max(1, min(_BATCH_FILES, math.ceil(len(files) / (workers * 4))))
@@ -226,6 +225,6 @@ def iter_pool(
                 if progress is not None and last is not None and p != last:
                     progress(path_of[last])  # a file's groups are consecutive: it is done
                 last = p
-                yield from _unpack(blob, mode)
+                yield from _unpack(blob, encoded)
         if progress is not None and last is not None:
             progress(path_of[last])

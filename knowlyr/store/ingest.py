@@ -66,7 +66,7 @@ def ingest(
         >>> res.new, res.duplicates, res.n_rejected, res.version  # doctest: +SKIP
         (3, 0, 1, 0)
     """
-    from knowlyr.recorder import Converted, iter_records
+    from knowlyr.recorder import Encoded, iter_encoded
 
     if batch_size is not None and batch_size <= 0:
         raise ValueError(f"batch_size must be positive or None, got {batch_size}")
@@ -87,11 +87,14 @@ def ingest(
         manifest = m
         pending.clear()
 
-    for rec in iter_records(paths, format=format, redact=redact, workers=workers):
+    # records come serialised (their table rows) and their raw bytes are stored as blobs
+    # where they were converted (by the workers, with a pool)
+    for rec in iter_encoded(
+        paths, format=format, redact=redact, workers=workers, put_raw=store.blobs.put
+    ):
         read += 1
-        if isinstance(rec, Converted):
-            store.blobs.put(rec.raw, digest=rec.trajectory.source.blob)
-            pending.append(rec.trajectory)
+        if isinstance(rec, Encoded):
+            pending.append(rec)
             if batch_size is not None and len(pending) >= batch_size:
                 flush()
         else:

@@ -35,7 +35,7 @@ from knowlyr.store._delta import DeltaTables, _digest
 from knowlyr.store._lock import table_lock
 from knowlyr.store.blobs import BlobStore
 from knowlyr.store.models import GcReport, Lineage, Manifest, RunRecord
-from knowlyr.store.tables import TABLES, trajectory_arrow
+from knowlyr.store.tables import TABLES, rows_arrow, trajectory_row
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
 
+    from knowlyr.recorder.pipeline import Encoded
     from knowlyr.trajectory import Trajectory
 
 __all__ = ["DEFAULT_STORE", "Store"]
@@ -166,11 +167,14 @@ class Store(DeltaTables):
 
     def add_trajectories(
         self,
-        trajs: Iterable[Trajectory],
+        trajs: Iterable[Trajectory | Encoded],
         *,
         raw: Mapping[str, bytes] | None = None,
     ) -> Manifest:
         """Add trajectories, deduplicated on their content hash (``Trajectory.id``).
+
+        Items may be trajectories or the recorder's :class:`~knowlyr.recorder.Encoded`
+        records (their table row is ready: nothing is serialised again).
 
         One Delta transaction for the whole batch; known or repeated ids are counted as
         duplicates and not written. ``raw`` maps a blob hash (``trajectory.source.blob``) to
@@ -181,11 +185,13 @@ class Store(DeltaTables):
             >>> m.new, m.duplicates, m.version              # doctest: +SKIP
             (2, 0, 0)
         """
+        from knowlyr.trajectory import Trajectory
+
         trajs = trajs if isinstance(trajs, list) else list(trajs)
         if raw:
             for digest, data in raw.items():
                 self.blobs.put(data, digest=digest)
-        ids = [t.id or t.rehash().id for t in trajs]
+        ids = [t.id if t.id or not isinstance(t, Trajectory) else t.rehash().id for t in trajs]
         digest = _digest(ids)
         v = self.version("trajectories")
         known = self.trajectory_ids(version=v) if v is not None else set()
@@ -218,7 +224,7 @@ class Store(DeltaTables):
             )
 
     @staticmethod
-    def _fresh(trajs: list[Trajectory], ids: list[str], known: set[str]) -> list[Trajectory]:
+    def _fresh(trajs: list[Any], ids: list[str], known: set[str]) -> list[Any]:
         seen: set[str] = set()
         out = []
         for t, i in zip(trajs, ids, strict=True):
@@ -400,17 +406,26 @@ class Store(DeltaTables):
         return lineage(self, ref)
 
 
-def _trajectory_stream(trajs: list[Trajectory]) -> Callable[[], Any]:
+def _trajectory_stream(trajs: list[Trajectory | Encoded]) -> Callable[[], Any]:
     """A factory of Arrow streams over ``trajs`` sorted by task (similar rows compress together),
     serialised ``_STREAM_ROWS`` at a time as the Delta writer pulls them."""
     import pyarrow as pa
 
-    ordered = sorted(trajs, key=lambda t: (t.task.task_id, t.id))
-    schema = trajectory_arrow(ordered[:1]).schema
+    from knowlyr.trajectory import Trajectory
+
+    def row(t: Trajectory | Encoded) -> tuple:
+        return trajectory_row(t) if isinstance(t, Trajectory) else t.row
+
+    def key(t: Trajectory | Encoded) -> tuple[str, str]:
+        return (t.task.task_id, t.id) if isinstance(t, Trajectory) else (t.row[1], t.row[0])
+
+    ordered = sorted(trajs, key=key)
+    schema = rows_arrow([row(t) for t in ordered[:1]]).schema
 
     def batches() -> Iterator[pa.RecordBatch]:
         for i in range(0, len(ordered), _STREAM_ROWS):
-            yield from trajectory_arrow(ordered[i : i + _STREAM_ROWS], sort=False).to_batches()
+            chunk = [row(t) for t in ordered[i : i + _STREAM_ROWS]]
+            yield from rows_arrow(chunk, sort=False).to_batches()
 
     return lambda: pa.RecordBatchReader.from_batches(schema, batches())
 

@@ -37,7 +37,16 @@ if TYPE_CHECKING:
 
     from knowlyr.trajectory import Trajectory
 
-__all__ = ["TABLES", "TRAJECTORY_COLUMNS", "TableSpec", "spec_for"]
+__all__ = [
+    "TABLES",
+    "TRAJECTORY_COLUMNS",
+    "TRAJECTORY_ROW",
+    "TableSpec",
+    "rows_arrow",
+    "spec_for",
+    "trajectory_arrow",
+    "trajectory_row",
+]
 
 
 @dataclass(frozen=True)
@@ -216,43 +225,54 @@ def empty_frame(spec: TableSpec | None) -> pl.DataFrame:
     return pl.DataFrame(schema={c: polars_type(t) for c, t in spec.columns.items()})
 
 
+#: The fields of :func:`trajectory_row`: the ``trajectories`` columns but ``created_at``.
+TRAJECTORY_ROW: tuple[str, ...] = tuple(c for c in TRAJECTORY_COLUMNS if c != "created_at")
+
+
+def trajectory_row(t: Trajectory) -> tuple:
+    """``t``'s row of the ``trajectories`` table without ``created_at`` (fields as
+    :data:`TRAJECTORY_ROW`; ``data`` is ``t.to_json()``). The recorder's workers make these
+    rows (:class:`knowlyr.recorder.Encoded`), so a store write needs no trajectory models."""
+    task, agent, out, src = t.task, t.agent, t.outcome, t.source
+    return (
+        t.id,
+        task.task_id,
+        task.domain,
+        task.suite,
+        agent.name,
+        agent.model,
+        len(t.steps),
+        out.success,
+        out.score,
+        src.format,
+        src.path,
+        src.blob,
+        t.to_json(),
+    )
+
+
 def trajectory_arrow(
     trajs: list[Trajectory], *, now: datetime | None = None, sort: bool = True
 ) -> pa.Table:
-    """Rows of the ``trajectories`` table for ``trajs`` (sorted by task for compression).
+    """Rows of the ``trajectories`` table for ``trajs`` (sorted by task for compression)."""
+    return rows_arrow([trajectory_row(t) for t in trajs], now=now, sort=sort)
 
-    One pydantic-core JSON serialisation per trajectory (no intermediate dicts) is the only
-    per-row work; query columns are read straight off the attributes.
-    """
+
+def rows_arrow(rows: list[tuple], *, now: datetime | None = None, sort: bool = True) -> pa.Table:
+    """The ``trajectories`` table of :func:`trajectory_row` rows (sorted by task for
+    compression). ``data`` goes into Arrow as the bytes pydantic-core wrote (a str would be
+    re-encoded)."""
     import pyarrow as pa
 
     now = now or datetime.now(UTC)
-    tasks = [t.task for t in trajs]
-    agents = [t.agent for t in trajs]
-    outs = [t.outcome for t in trajs]
-    srcs = [t.source for t in trajs]
+    cols = list(zip(*rows, strict=True)) if rows else [()] * len(TRAJECTORY_ROW)
     s, i32, f64, b = pa.string(), pa.int32(), pa.float64(), pa.bool_()
-    table = pa.table(
-        {
-            "id": pa.array([t.id for t in trajs], s),
-            "task_id": pa.array([x.task_id for x in tasks], s),
-            "domain": pa.array([x.domain for x in tasks], s),
-            "suite": pa.array([x.suite for x in tasks], s),
-            "agent": pa.array([x.name for x in agents], s),
-            "model": pa.array([x.model for x in agents], s),
-            "n_steps": pa.array([len(t.steps) for t in trajs], i32),
-            "success": pa.array([x.success for x in outs], b),
-            "score": pa.array([x.score for x in outs], f64),
-            "source_format": pa.array([x.format for x in srcs], s),
-            "source_path": pa.array([x.path for x in srcs], s),
-            "source_blob": pa.array([x.blob for x in srcs], s),
-            "created_at": pa.array([now] * len(trajs), pa.timestamp("us", tz="UTC")),
-            # bytes straight from pydantic-core (model_dump_json decodes them to a str that
-            # Arrow would re-encode): ~3x cheaper per row into Arrow.
-            "data": pa.array([t.to_json() for t in trajs], pa.large_string()),
-        }
-    )
-    assert table.column_names == list(TRAJECTORY_COLUMNS)
-    if sort and len(trajs) > 1:
+    types = (s, s, s, s, s, s, i32, b, f64, s, s, s, pa.large_string())
+    data = {
+        name: pa.array(col, t) for name, col, t in zip(TRAJECTORY_ROW, cols, types, strict=True)
+    }
+    data["created_at"] = pa.array([now] * len(rows), pa.timestamp("us", tz="UTC"))
+    table = pa.table({c: data[c] for c in TRAJECTORY_COLUMNS})
+    if sort and len(rows) > 1:
         table = table.sort_by([("task_id", "ascending"), ("id", "ascending")])
     return table

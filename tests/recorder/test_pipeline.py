@@ -181,7 +181,12 @@ def test_workers_give_the_same_results_in_order(batch: Path, monkeypatch) -> Non
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_encoded_results_are_the_records_serialised(batch: Path, monkeypatch, workers) -> None:
+def test_encoded_results_are_the_records_serialised(
+    batch: Path, tmp_path: Path, monkeypatch, workers
+) -> None:
+    from knowlyr.store.blobs import BlobStore
+    from knowlyr.store.tables import TRAJECTORY_ROW, trajectory_row
+
     monkeypatch.setattr(pool_mod, "_CHUNK_BYTES", 4096)
     monkeypatch.setattr(pool_mod, "_MIN_FILES", 1)
     (batch / "leak.json").write_bytes(
@@ -192,8 +197,9 @@ def test_encoded_results_are_the_records_serialised(batch: Path, monkeypatch, wo
     monkeypatch.setattr(
         pool_mod, "iter_pool", lambda *a, **k: started.append(1) or real_pool(*a, **k)
     )
+    blobs = BlobStore(str(tmp_path / "blobs"), local=True)
     plain = list(iter_records([batch]))
-    enc = list(iter_encoded([batch], workers=workers, keep_raw=True))
+    enc = list(iter_encoded([batch], workers=workers, put_raw=blobs.put))
     assert bool(started) == (workers > 1)
     assert len(enc) == len(plain) == 9
     for p, e in zip(plain, enc, strict=True):
@@ -202,7 +208,8 @@ def test_encoded_results_are_the_records_serialised(batch: Path, monkeypatch, wo
             assert (e.path, e.line, e.reason, e.raw) == (p.path, p.line, p.reason, p.raw)
             continue
         t = p.trajectory
-        assert e.json == t.to_json()
+        assert e.row == trajectory_row(t)
+        assert e.json == t.to_json() == e.row[TRAJECTORY_ROW.index("data")]
         assert (e.id, e.format, e.path, e.line, e.blob) == (
             t.id,
             t.source.format,
@@ -210,15 +217,19 @@ def test_encoded_results_are_the_records_serialised(batch: Path, monkeypatch, wo
             t.source.line,
             t.source.blob,
         )
-        assert e.raw == p.raw and e.redactions == p.redactions
+        assert (e.id, e.format, e.path, e.blob) == tuple(
+            e.row[TRAJECTORY_ROW.index(c)]
+            for c in ("id", "source_format", "source_path", "source_blob")
+        )
+        assert e.redactions == p.redactions
         assert e.trajectory() == t
+        assert blobs.get(e.blob) == p.raw  # stored where it was converted
+    assert sum(1 for _ in blobs.iter_hashes()) == len(
+        {e.blob for e in enc if isinstance(e, Encoded)}
+    )
     leak = next(e for e in enc if isinstance(e, Encoded) and e.path.endswith("leak.json"))
     assert [r.kind for r in leak.redactions] == ["openai_key"]
-    assert b"sk-abcdefghij" not in leak.json and b"sk-abcdefghij" not in leak.raw
-    # without keep_raw the raw bytes stay where they were converted
-    assert all(
-        e.raw is None for e in iter_encoded([batch], workers=workers) if isinstance(e, Encoded)
-    )
+    assert b"sk-abcdefghij" not in leak.json and b"sk-abcdefghij" not in blobs.get(leak.blob)
 
 
 def test_small_inputs_skip_the_pool(batch: Path, monkeypatch) -> None:
