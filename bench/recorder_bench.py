@@ -11,12 +11,14 @@ that process's own):
   pattern over every string, and pydantic validation (once) of every Step / ToolCall /
   Observation and of the Trajectory.
 * ``knowlyr``: ``knowlyr.recorder.iter_records`` (byte-level redaction, orjson, models built
-  from already-checked values), one process and ``--workers`` processes (knowlyr.recorder.pool).
+  from already-checked values), one process and ``--workers`` processes (knowlyr.recorder.pool):
+  Trajectory objects in the caller.
+* ``encoded``: ``knowlyr.recorder.iter_encoded``, the trajectories' JSON written to a JSONL
+  file, as ``knowlyr record convert DIR -o OUT`` does (workers serialise, the caller writes).
 
-The last lines print the figure the budget names: corpus A through ``iter_records`` in one
-process and with ``--workers`` processes (the one ``knowlyr record convert`` uses by default
-here is marked), median of ``--repeat`` interleaved runs, next to the baseline, with peak
-memory.
+The last lines print the figure the budget names for both corpora, median of ``--repeat``
+interleaved runs, next to the baseline, with peak memory. The baseline only builds the
+objects (it writes nothing), so the ``encoded`` rows do more work than it does.
 ``--profile`` adds where the CPU time of one log goes, stage by stage.
 
 Usage:
@@ -701,7 +703,7 @@ def main() -> None:
         if args.workers > 1:
             variants.append(("knowlyr", args.workers))
         variants += [("encoded", 1)] + ([("encoded", args.workers)] if args.workers > 1 else [])
-        headline = None
+        summaries: list[tuple[str, list, list[dict]]] = []
         for title, corpus in corpora:
             runs: dict[tuple[str, int], list[dict]] = {v: [] for v in variants}
             for _ in range(args.repeat):  # interleaved, so a busy spell hits every variant
@@ -724,34 +726,37 @@ def main() -> None:
                     f"{r['rss_mb']:>7.0f}MB "
                     + (f"{r['worker_rss_mb']:>8.0f}MB" if r["workers"] > 1 else f"{'-':>10}")
                 )
-            if headline is None:
-                headline = results
+            summaries.append((title.split(":")[0], variants, results))
         from knowlyr.recorder.pipeline import auto_workers
 
-        default = auto_workers()  # what `knowlyr record convert` / workers=0 use here
-        base = headline[0]
+        default = auto_workers(encoded=True)  # what `knowlyr record convert` uses here
         print(
-            "\nlog conversion, OpenHands 20-step logs (corpus A), read file -> redacted "
-            "Trajectory in the caller (median of "
-            f"{args.repeat}); budget (TARGETS.md) >= 10,000 trajectories/s, original knowlyr "
-            f"1,071/s; baseline in this run {base['rate']:,.0f}/s:"
+            f"\nlog conversion, OpenHands 20-step logs (median of {args.repeat}); budget "
+            "(TARGETS.md) >= 10,000 trajectories/s, original knowlyr 1,071/s:"
         )
-        for r in headline[1:]:
-            rss = f"{r['rss_mb']:.0f} MB"
-            if r["workers"] > 1:
-                rss += f" + {r['workers']} workers of at most {r['worker_rss_mb']:.0f} MB each"
-            what = f"iter_records(paths, workers={r['workers']})"
-            if r["workers"] == default:
-                what += " = `knowlyr record convert` default on this machine"
-            print(
-                f"  {what}:\n    {r['rate']:,.0f} trajectories/s wall, {r['cpu_rate']:,.0f} per "
-                f"CPU-second, {r['rate'] / base['rate']:.1f}x the baseline, peak RSS {rss}; "
-                + (
-                    "budget MET"
-                    if r["rate"] >= 10_000
-                    else f"budget MISSED ({r['rate'] / 1e4:.0%})"
+        for corpus_name, variants_, results in summaries:
+            base = results[0]
+            print(f"corpus {corpus_name} (baseline in this run {base['rate']:,.0f}/s):")
+            for (variant, workers), r in zip(variants_[1:], results[1:], strict=True):
+                rss = f"{r['rss_mb']:.0f} MB"
+                if workers > 1:
+                    rss += f" + {workers} workers of at most {r['worker_rss_mb']:.0f} MB each"
+                if variant == "encoded":
+                    what = f"iter_encoded(paths, workers={workers}) -> trajectory JSONL file"
+                    if workers == default:
+                        what += " = `knowlyr record convert` on this machine"
+                else:
+                    what = f"iter_records(paths, workers={workers}) -> Trajectory objects"
+                print(
+                    f"  {what}:\n    {r['rate']:,.0f} trajectories/s wall, {r['cpu_rate']:,.0f} "
+                    f"per CPU-second, {r['rate'] / base['rate']:.1f}x the baseline, peak RSS "
+                    f"{rss}; "
+                    + (
+                        "budget MET"
+                        if r["rate"] >= 10_000
+                        else f"budget MISSED ({r['rate'] / 1e4:.0%})"
+                    )
                 )
-            )
         print(
             "traj/s is wall clock (what a user waits); traj/CPU-s divides by the CPU time the run used "
             "(its own and its workers'), so it depends less on what else the machine is doing."

@@ -45,7 +45,12 @@ def ingest(
     paths: list[Path] = typer.Argument(..., help="Log files or directories to record."),
     store: str | None = STORE_OPT,
     format: str | None = typer.Option(None, "--format", "-f", help="Force a recorder format."),
-    workers: int = typer.Option(1, help="Recorder processes (0 = one per CPU)."),
+    workers: int = typer.Option(
+        0,
+        "-w",
+        "--workers",
+        help="Recorder processes (0 = one per CPU; small inputs stay in this process).",
+    ),
     redact: bool = typer.Option(True, "--redact/--no-redact", help="Redact secrets first."),
 ) -> None:
     """Record the logs under PATH into the store: new, duplicate and rejected counts."""

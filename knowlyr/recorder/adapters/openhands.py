@@ -200,6 +200,7 @@ def _action(name: str, args: dict[str, Any], tcm: dict[str, Any]) -> tuple[str, 
 
 
 _ABSENT = object()
+_INF = float("inf")
 
 
 def _time(x: Any) -> datetime | None:
@@ -401,12 +402,16 @@ def convert_events(
         agent_steps = [s for s in steps if s.action is not None or s.message is not None]
         if len(costs) == len(agent_steps):  # one LLM call per step: spread the per-call costs
             for s, cost in zip(agent_steps, costs, strict=True):
-                cost = as_float(cost)
-                u = s.__dict__["usage"]
-                if cost is None:
+                if type(cost) is not float:
+                    cost = as_float(cost)
+                    if cost is None:
+                        continue
+                elif cost != cost or cost in (_INF, -_INF):
                     continue
-                if u is None:
-                    put(s, "usage", usage(None, None, cost))
+                u = s.__dict__["usage"]
+                if u is None:  # what usage(None, None, cost) builds
+                    u = {"prompt_tokens": None, "completion_tokens": None, "cost_usd": cost}
+                    put(s, "usage", _build(Usage, u))
                 else:
                     u.__dict__["cost_usd"] = cost
     return steps, info
