@@ -24,13 +24,13 @@ Example:
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any
 
 import orjson
 
+from knowlyr._gc import paused
 from knowlyr._switching import fine_gil_switching
 from knowlyr.errors import ExportError
 from knowlyr.export.common import (
@@ -118,9 +118,7 @@ def export_sft(
     Returns:
         An :class:`ExportResult`; rejected trajectories are listed with the reason.
     """
-    gc_was_on = gc.isenabled()
-    gc.disable()  # the gather loop allocates ~100 objects per row: GC passes would dominate
-    try:
+    with paused():  # the gather loop allocates ~100 objects per row: GC passes would dominate
         return _export_sft(
             trajectories,
             system_prompt=system_prompt,
@@ -132,9 +130,6 @@ def export_sft(
             chunk_overlap=chunk_overlap,
             step_weight_mix=step_weight_mix,
         )
-    finally:
-        if gc_was_on:
-            gc.enable()
 
 
 def _export_sft(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from knowlyr._gc import paused
 from knowlyr.export.common import DEFAULT_SYSTEM_PROMPT, ExportResult
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ def dataset_name(
     return f"{kind}-{scope}-t{trajectories_version}-{hashes}"
 
 
+@paused()
 def export_from_store(
     store: Store,
     *,

@@ -25,6 +25,7 @@ from typing import IO, Any
 
 import orjson
 
+from knowlyr._gc import paused
 from knowlyr.errors import RecordError, UnknownFormatError
 from knowlyr.recorder.base import (
     _ORDER,
@@ -603,6 +604,7 @@ def iter_encoded(
             progress(p)
 
 
+@paused()
 def convert(
     paths: Iterable[str | Path] | str | Path,
     *,

@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from knowlyr._gc import paused
 from knowlyr.errors import RecordError
 from knowlyr.recorder.base import get_adapter
 from knowlyr.recorder.pipeline import (
@@ -75,20 +76,13 @@ def _unpack(blob: bytes, encoded: bool = False) -> list[Any]:
             Rejected(p[1], p[2], p[3], p[4]) if p[0] is None else Encoded(p[0], p[1], p[2])
             for p in pickle.loads(blob)
         ]
-    # Rebuilding allocates many objects at once; trajectories are trees that refcounting
-    # frees, so the cyclic collector pauses while one file's results are rebuilt.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused():  # one file's results are rebuilt at once (see knowlyr._gc)
         return [
             Rejected(p[1], p[2], p[3], p[4])
             if p[0] is None
             else Converted(unpack_trajectory(p[0]), p[1], p[2])
             for p in pickle.loads(blob)
         ]
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _worker_init() -> None:

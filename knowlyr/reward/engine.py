@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from knowlyr._gc import paused
 from knowlyr.core.profile import DomainProfile, get_profile
 from knowlyr.errors import ConfigError
 from knowlyr.reward.rubrics import RUBRIC_VERSION, RULE_RUBRICS, resolve_weights
@@ -215,6 +216,7 @@ class RewardEngine:
         judged = await self.judge.ajudge(trajectories) if self.judge is not None else None
         return self._combine(trajectories, judged)
 
+    @paused()
     def _combine(self, trajectories: Sequence[Trajectory], judged: Any) -> list[TrajectoryReward]:
         per_step: list[list[dict[str, float | None]]] = [
             [{} for _ in t.steps] for t in trajectories

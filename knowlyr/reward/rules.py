@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from knowlyr._gc import paused
 from knowlyr._switching import fine_gil_switching
 from knowlyr.core.profile import DomainProfile
 from knowlyr.reward.actions import REGION, REPLACE, UNDO
@@ -51,7 +52,6 @@ from knowlyr.reward.steps import (
     Scan,
     StepExtractor,
     extend_facets,
-    no_gc,
     reference_steps,
     step_table,
     table_plan,
@@ -125,7 +125,7 @@ def score_rules(
     extractor = StepExtractor(profile)
     chunks = _chunks(trajectories, CHUNK_STEPS)
     worker = _ChunkWorker()
-    with no_gc():
+    with paused():
         if len(chunks) <= 1:
             scans = [extractor.scan(trajectories)]
             parts = [worker(scans[0], extractor.facets_plan())]

@@ -17,13 +17,12 @@ same trajectory that named a file.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
+from knowlyr._gc import paused
 from knowlyr.core.profile import DomainProfile, get_profile
 from knowlyr.reward.actions import ToolResolver
 from knowlyr.reward.facets import TOKEN_PATTERN, extend_facets, facet_frame
@@ -100,24 +99,10 @@ def step_table(trajectories: Sequence[Trajectory], profile: DomainProfile | str)
         (0, 0, 'read', 'src/app.py')
     """
     extractor = StepExtractor(profile)
-    with no_gc():
+    with paused():
         scan = extractor.scan(trajectories)
         facets = extractor.facets()
     return assemble(scan, facets)
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """No cyclic GC inside: extraction allocates a few objects per step, and with a large heap
-    of trajectories the collector would re-traverse all of them again and again (nothing
-    here forms cycles)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class Scan(NamedTuple):

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from knowlyr._gc import paused
+
 if TYPE_CHECKING:
     from knowlyr.reward.engine import RewardEngine, TrajectoryReward
     from knowlyr.store import Manifest, Store
@@ -67,6 +69,7 @@ def engine_for(
     return RewardEngine(prof, list(layers), judge=judge, outcome_weight=outcome_weight)
 
 
+@paused()
 def score_unscored(
     store: Store,
     *,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from knowlyr._gc import paused
 from knowlyr.store.models import Manifest, RunRecord
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class IngestResult(BaseModel):
         return self.trajectories.version
 
 
+@paused()
 def ingest(
     store: Store,
     paths: Iterable[str | Path] | str | Path,

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from knowlyr._gc import paused
 from knowlyr.errors import ConfigError, NotFoundError
 from knowlyr.store._delta import DeltaTables, _digest
 from knowlyr.store._lock import table_lock
@@ -275,10 +276,13 @@ class Store(DeltaTables):
             lf = lf.filter(pl.col("id").is_in(list(ids)))
         if filter is not None:
             lf = lf.filter(filter)
-        # streamed: memory stays at one batch of JSON however large the table is
+        # streamed: memory stays at one batch of JSON however large the table is; a batch is
+        # decoded with the cyclic GC paused (~6x cheaper when the caller keeps them all)
+        validate = Trajectory.model_validate_json
         for chunk in lf.select("data").collect_batches(chunk_size=batch_size):
-            for data in chunk["data"].to_list():
-                yield Trajectory.model_validate_json(data)
+            with paused():
+                trajs = [validate(data) for data in chunk["data"].to_list()]
+            yield from trajs
 
     def read_trajectories(
         self,
@@ -290,10 +294,11 @@ class Store(DeltaTables):
     ) -> list[Trajectory]:
         """Like :meth:`iter_trajectories`, as a list (at most ``limit``)."""
         out = []
-        for t in self.iter_trajectories(version=version, ids=ids, filter=filter):
-            if limit is not None and len(out) >= limit:
-                break
-            out.append(t)
+        with paused():  # see knowlyr._gc: the caller keeps them all
+            for t in self.iter_trajectories(version=version, ids=ids, filter=filter):
+                if limit is not None and len(out) >= limit:
+                    break
+                out.append(t)
         return out
 
     # -- blobs ----------------------------------------------------------------------------
