@@ -81,20 +81,22 @@ def score(
     ),
 ) -> None:
     """Per-step and total rewards for every trajectory in PATH, as JSON."""
+    from knowlyr._gc import paused
     from knowlyr.errors import KnowlyrError
     from knowlyr.recorder import Converted, iter_records
     from knowlyr.reward.engine import RewardEngine, dump_rewards
 
     try:
         trajs, rejected = [], []
-        for r in iter_records(paths, format=format):
-            if isinstance(r, Converted):
-                trajs.append(r.trajectory)
-            else:
-                rejected.append({"path": r.path, "line": r.line, "reason": r.reason})
-                typer.echo(
-                    f"rejected {r.path}{f':{r.line}' if r.line else ''}: {r.reason}", err=True
-                )
+        with paused():  # every trajectory is kept: see knowlyr._gc
+            for r in iter_records(paths, format=format):
+                if isinstance(r, Converted):
+                    trajs.append(r.trajectory)
+                else:
+                    rejected.append({"path": r.path, "line": r.line, "reason": r.reason})
+                    typer.echo(
+                        f"rejected {r.path}{f':{r.line}' if r.line else ''}: {r.reason}", err=True
+                    )
         judge_obj = None
         if judge:
             from knowlyr.reward.judge import LLMJudge, make_backend

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from knowlyr._gc import paused
+
 export_app = typer.Typer(help="Export trajectories as training datasets.", no_args_is_help=True)
 train_app = typer.Typer(
     help="Train a policy with TRL on an exported dataset.", no_args_is_help=True
@@ -18,6 +20,7 @@ def install(app: typer.Typer) -> None:
     app.add_typer(train_app, name="train")
 
 
+@paused()  # every trajectory is kept: see knowlyr._gc
 def _load_trajectories(inputs: list[Path], store: str | None) -> list:
     from knowlyr.trajectory import Trajectory
 

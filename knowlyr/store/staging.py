@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from knowlyr._gc import paused
 from knowlyr.store.models import Manifest
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ def stage_trajectories(store: Store, trajectories: Sequence[Trajectory]) -> str:
     return store.put_blob(raw)
 
 
+@paused()  # every staged trajectory is decoded and kept: see knowlyr._gc
 def add_staged(
     store: Store, staged: Sequence[StagedBlob], *, stage: str = "collect"
 ) -> AddStagedResult:
