@@ -15,6 +15,9 @@ that process's own):
   Trajectory objects in the caller.
 * ``encoded``: ``knowlyr.recorder.iter_encoded``, the trajectories' JSON written to a JSONL
   file, as ``knowlyr record convert DIR -o OUT`` does (workers serialise, the caller writes).
+* with ``--ingest``: ``knowlyr.store.ingest`` into a fresh store (raw blobs, one Delta commit),
+  and, as its baseline, the straightforward ingest: ``iter_records`` with every Trajectory
+  kept, blobs written by the caller, one ``add_trajectories`` at the end.
 
 The last lines print the figure the budget names for both corpora, median of ``--repeat``
 interleaved runs, next to the baseline, with peak memory. The baseline only builds the
@@ -22,7 +25,7 @@ objects (it writes nothing), so the ``encoded`` rows do more work than it does.
 ``--profile`` adds where the CPU time of one log goes, stage by stage.
 
 Usage:
-    .venv/bin/python bench/recorder_bench.py [--n 10000] [--workers 2] [--repeat 3] [--profile]
+    .venv/bin/python bench/recorder_bench.py [--n 10000] [--workers 2] [--repeat 3] [--profile] [--ingest]
 """
 
 from __future__ import annotations
@@ -524,6 +527,29 @@ def _run_variant(variant: str, corpus: Path, workers: int) -> dict:
             else:
                 n_ok += 1
                 steps += len(t.steps)
+    elif variant in ("ingest", "ingest-objects"):  # into a fresh store, blobs and Delta table
+        from knowlyr.store import Store
+
+        with tempfile.TemporaryDirectory() as tmp:
+            store = Store.open(str(Path(tmp) / "store"))
+            if variant == "ingest":  # knowlyr.store.ingest (what `knowlyr ingest` runs)
+                from knowlyr.store.ingest import ingest
+
+                res = ingest(store, [corpus], workers=workers)
+                n_ok, n_rej = res.read - res.n_rejected, res.n_rejected
+            else:  # the straightforward way: every Trajectory kept, then one add
+                from knowlyr.recorder import Converted, iter_records
+
+                kept = []
+                for r in iter_records([corpus], workers=workers):
+                    if isinstance(r, Converted):
+                        store.blobs.put(r.raw, digest=r.trajectory.source.blob)
+                        kept.append(r.trajectory)
+                    else:
+                        n_rej += 1
+                store.add_trajectories(kept)
+                n_ok = len(kept)
+            steps = -1
     elif variant == "encoded":  # what `knowlyr record convert DIR -o OUT` does
         from knowlyr.recorder import Encoded, iter_encoded
 
@@ -648,6 +674,12 @@ def main() -> None:
     )
     ap.add_argument("--repeat", type=int, default=3, help="runs of each variant (median kept)")
     ap.add_argument("--profile", action="store_true", help="also print where the time goes")
+    ap.add_argument(
+        "--ingest",
+        action="store_true",
+        help="also time ingesting into a fresh store (knowlyr.store.ingest, raw blobs and the "
+        "Delta table) against keeping every Trajectory and adding them at the end",
+    )
     ap.add_argument("--dir", type=Path, help="keep the corpus here instead of a temp dir")
     ap.add_argument("--run", help=argparse.SUPPRESS)
     ap.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
@@ -703,6 +735,9 @@ def main() -> None:
         if args.workers > 1:
             variants.append(("knowlyr", args.workers))
         variants += [("encoded", 1)] + ([("encoded", args.workers)] if args.workers > 1 else [])
+        if args.ingest:
+            variants += [("ingest-objects", 1), ("ingest", 1)]
+            variants += [("ingest", args.workers)] if args.workers > 1 else []
         summaries: list[tuple[str, list, list[dict]]] = []
         for title, corpus in corpora:
             runs: dict[tuple[str, int], list[dict]] = {v: [] for v in variants}
@@ -745,17 +780,26 @@ def main() -> None:
                     what = f"iter_encoded(paths, workers={workers}) -> trajectory JSONL file"
                     if workers == default:
                         what += " = `knowlyr record convert` on this machine"
+                elif variant == "ingest":
+                    what = f"ingest(store, paths, workers={workers}) -> store (blobs + Delta)"
+                    if workers == default:
+                        what += " = `knowlyr ingest` on this machine"
+                elif variant == "ingest-objects":
+                    what = (
+                        "iter_records -> every Trajectory kept -> add_trajectories (naive ingest)"
+                    )
                 else:
                     what = f"iter_records(paths, workers={workers}) -> Trajectory objects"
+                if variant.startswith("ingest"):  # conversion + blobs + Delta: not the budget's
+                    verdict = "(conversion, raw blobs and the Delta commit)"
+                elif r["rate"] >= 10_000:
+                    verdict = "budget MET"
+                else:
+                    verdict = f"budget MISSED ({r['rate'] / 1e4:.0%})"
                 print(
                     f"  {what}:\n    {r['rate']:,.0f} trajectories/s wall, {r['cpu_rate']:,.0f} "
                     f"per CPU-second, {r['rate'] / base['rate']:.1f}x the baseline, peak RSS "
-                    f"{rss}; "
-                    + (
-                        "budget MET"
-                        if r["rate"] >= 10_000
-                        else f"budget MISSED ({r['rate'] / 1e4:.0%})"
-                    )
+                    f"{rss}; {verdict}"
                 )
         print(
             "traj/s is wall clock (what a user waits); traj/CPU-s divides by the CPU time the run used "

@@ -1,7 +1,8 @@
-"""Walk paths, detect formats, stream records through adapters: :func:`iter_records`, :func:`convert`.
+"""Walk paths, detect formats, stream records through adapters: :func:`iter_records`,
+:func:`iter_encoded` (for writers: each trajectory as its JSON and store row), :func:`convert`.
 
-Every record ends as exactly one :class:`Converted` or :class:`Rejected`, so a run's counts
-always add up (``read == converted + rejected``). Files are read one at a time and JSONL is
+Every record ends as exactly one :class:`Converted` (or :class:`Encoded`) or
+:class:`Rejected`, so a run's counts always add up (``read == converted + rejected``). Files are read one at a time and JSONL is
 streamed line by line; each line is its own record with its own raw bytes and line number
 (except for session formats, where a whole JSONL file is one trajectory).
 
@@ -35,6 +36,7 @@ from knowlyr.recorder.base import (
     source,
 )
 from knowlyr.recorder.redact import Redaction, locate_redactions, redact_bytes
+from knowlyr.store.tables import trajectory_row
 from knowlyr.trajectory import Trajectory
 
 __all__ = [
@@ -135,8 +137,6 @@ class Encoded:
 def encode(r: Converted, put_raw: Callable[..., object] | None = None) -> Encoded:
     """``r`` in serialised form (see :class:`Encoded`); its raw bytes go to
     ``put_raw(raw, digest=sha256)`` when given."""
-    from knowlyr.store.tables import trajectory_row
-
     t = r.trajectory
     if put_raw is not None:
         put_raw(r.raw, digest=t.source.blob)
