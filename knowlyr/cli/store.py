@@ -52,6 +52,13 @@ def ingest(
         help="Recorder processes (0 = one per CPU; small inputs stay in this process).",
     ),
     redact: bool = typer.Option(True, "--redact/--no-redact", help="Redact secrets first."),
+    batch_size: int | None = typer.Option(
+        None,
+        "--batch-size",
+        min=1,
+        help="Commit every N new trajectories (default: one commit for the whole ingest, which "
+        "holds every converted trajectory's JSON in memory until then).",
+    ),
 ) -> None:
     """Record the logs under PATH into the store: new, duplicate and rejected counts."""
     from knowlyr.errors import KnowlyrError
@@ -59,7 +66,9 @@ def ingest(
 
     try:
         s = _open(store)
-        res = run_ingest(s, paths, format=format, redact=redact, workers=workers)
+        res = run_ingest(
+            s, paths, format=format, redact=redact, workers=workers, batch_size=batch_size
+        )
     except (KnowlyrError, ValueError, OSError) as e:
         raise _fail(e) from e
     typer.echo(

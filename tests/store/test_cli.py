@@ -89,3 +89,16 @@ def test_errors_name_the_problem(ingested, tmp_path) -> None:
     assert res.exit_code == 1 and "no table 'nope'" in res.output
     res = runner.invoke(app, ["ingest", str(tmp_path), "--store", url, "-f", "no-such-format"])
     assert res.exit_code == 1 and "no-such-format" in res.output
+
+
+def test_ingest_batch_size_commits_per_batch(tmp_path, fixtures_dir) -> None:
+    url = str(tmp_path / "batched")
+    res = runner.invoke(app, ["ingest", str(fixtures_dir), "--store", url, "--batch-size", "2"])
+    assert res.exit_code == 0, res.output
+    read, new, dup, rej = _counts(res.output)
+    assert new >= 3
+    store = Store.open(url)
+    assert store.count("trajectories") == new
+    assert store.version("trajectories") >= (new + 1) // 2 - 1  # a commit per 2 trajectories
+    bad = runner.invoke(app, ["ingest", str(fixtures_dir), "--store", url, "--batch-size", "0"])
+    assert bad.exit_code != 0 and "batch-size" in bad.output
