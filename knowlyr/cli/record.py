@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import typer
@@ -54,18 +55,28 @@ def _records(
     files = list(iter_files(paths))
     from rich.console import Console
 
+    # refreshed from here, not by rich's own thread: the recorder's pool forks its workers,
+    # and a process should not fork while another thread may hold a lock
     with Progress(
         TextColumn("converting"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
         transient=True,
+        auto_refresh=False,
         console=Console(stderr=True),  # stdout keeps only the counts
     ) as bar:
         tid = bar.add_task("files", total=len(files))
-        yield from each(
-            files, format=fmt, redact=redact, workers=workers, progress=lambda _p: bar.advance(tid)
-        )
+        shown = [0.0]
+
+        def advance(_p: Path) -> None:
+            bar.advance(tid)
+            now = time.monotonic()
+            if now - shown[0] >= 0.1:
+                shown[0] = now
+                bar.refresh()
+
+        yield from each(files, format=fmt, redact=redact, workers=workers, progress=advance)
 
 
 @record_app.command("convert")

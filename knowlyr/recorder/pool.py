@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import math
+import multiprocessing
 import pickle
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -178,6 +179,15 @@ def _slices(p: Path, fmt: str, redact: bool, mode: Out) -> Iterator[Unit]:
             rest = block[cut + 1 :]
 
 
+def _context() -> multiprocessing.context.BaseContext | None:
+    """``fork`` wherever it exists, whatever the interpreter's default (Python 3.14 makes it
+    ``forkserver`` on Linux): forked workers start in milliseconds with everything imported,
+    and never re-import the caller's ``__main__``, which an unguarded script cannot survive."""
+    if "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
+    return None
+
+
 def iter_pool(
     files: list[Path],
     fmt: str | None,
@@ -196,7 +206,9 @@ def iter_pool(
     per_batch = max(1, min(_BATCH_FILES, math.ceil(len(files) / (workers * 4))))
     # lazy: big JSONL files are read slice by slice
     units = _units(files, fmt, redact, per_batch, mode)
-    with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, initializer=_worker_init, mp_context=_context()
+    ) as pool:
         pending: deque[Any] = deque()
 
         def submit_next() -> bool:
