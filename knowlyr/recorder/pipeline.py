@@ -2,9 +2,10 @@
 :func:`iter_encoded` (for writers: each trajectory as its JSON and store row), :func:`convert`.
 
 Every record ends as exactly one :class:`Converted` (or :class:`Encoded`) or
-:class:`Rejected`, so a run's counts always add up (``read == converted + rejected``). Files are read one at a time and JSONL is
-streamed line by line; each line is its own record with its own raw bytes and line number
-(except for session formats, where a whole JSONL file is one trajectory).
+:class:`Rejected`, so a run's counts always add up (``read == converted + rejected``).
+Files are read one at a time and JSONL is streamed line by line; each line is its own record
+with its own raw bytes and line number (except for session formats, where a whole JSONL file
+is one trajectory).
 
 Example:
     >>> from knowlyr.recorder import convert

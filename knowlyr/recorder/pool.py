@@ -88,9 +88,12 @@ def _unpack(blob: bytes, encoded: bool = False) -> list[Any]:
 
 def _worker_init() -> None:
     """Pool workers: stop re-scanning what the fork inherited, and collect young objects rarely
-    (a work unit makes ~100k short-lived, acyclic objects)."""
+    (a work unit makes ~100k short-lived, acyclic objects). The collector is switched on even
+    when the parent forked with it paused (``store.ingest``, ``convert``): a rejected record's
+    caught exception leaves a reference cycle that only it frees."""
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
+    gc.enable()
 
 
 def _work_files(args: tuple[list[str], str | None, bool, Out]) -> list[tuple[str, bytes]]:

@@ -365,3 +365,25 @@ def test_pool_stops_its_workers_when_the_caller_stops_early(tmp_path: Path, monk
     # and a full run gives every log once, in order
     names = [Path(r.trajectory.source.path).name for r in iter_records([root], workers=3)]
     assert names == sorted(p.name for p in root.iterdir())
+
+
+def test_pool_workers_collect_garbage_even_when_forked_with_gc_paused(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import gc
+
+    from knowlyr._gc import paused
+
+    monkeypatch.setattr(pool_mod, "_MIN_FILES", 1)
+    for i in range(4):
+        (tmp_path / f"{i}.json").write_bytes(b'[{"action": "run", "args": {"command": "ls"}}]')
+    with (
+        pool_mod.ProcessPoolExecutor(
+            1, initializer=pool_mod._worker_init, mp_context=pool_mod._context()
+        ) as ex,
+        paused(),
+    ):
+        assert ex.submit(gc.isenabled).result() is True
+    with paused():  # and the results are the same as without a pool
+        got = list(iter_encoded([tmp_path], workers=2))
+    assert [type(r) for r in got] == [Encoded] * 4
