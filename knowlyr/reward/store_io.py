@@ -11,6 +11,7 @@ Usable without any orchestrator: the Prefect reward tasks are thin wrappers arou
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -69,7 +70,6 @@ def engine_for(
     return RewardEngine(prof, list(layers), judge=judge, outcome_weight=outcome_weight)
 
 
-@paused()
 def score_unscored(
     store: Store,
     *,
@@ -122,10 +122,21 @@ def score_unscored(
         ids = frame.filter(pl.col("domain") == domain)["id"].to_list()
         todo = [i for i in ids if (i, engine.config_hash) not in done]
         if todo:
-            batch = engine.score(store.read_trajectories(version=trajectories_version, ids=todo))
-            out.manifest = engine.save(store, batch)
+            out.manifest, batch = _score_and_save(store, engine, trajectories_version, todo)
             out.rewards += batch
     return out
+
+
+def _score_and_save(
+    store: Store, engine: RewardEngine, version: int | None, ids: list[str]
+) -> tuple[Manifest, list[TrajectoryReward]]:
+    """Score ``ids`` at ``version`` and save the rewards. Without a judge this runs with the
+    cyclic GC paused, so the batch of trajectories is freed by refcounting before any
+    collection walks it (see knowlyr._gc); a judge waits on the network for long stretches,
+    with many short-lived async objects, so it runs with the GC on."""
+    with nullcontext() if engine.judge is not None else paused():
+        batch = engine.score(store.read_trajectories(version=version, ids=ids))
+        return engine.save(store, batch), batch
 
 
 def preferences_from_store(
