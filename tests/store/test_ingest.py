@@ -39,3 +39,21 @@ def test_ingest_keeps_rejected_records_with_reasons(store: Store, tmp_path) -> N
 def test_ingest_validates_batch_size(store: Store, fixtures_dir) -> None:
     with pytest.raises(ValueError, match="batch_size must be positive"):
         ingest(store, fixtures_dir, batch_size=0)
+
+
+def test_encoded_records_make_the_same_table_as_trajectories(tmp_path, fixtures_dir) -> None:
+    import polars as pl
+
+    from knowlyr.recorder import Converted, Encoded, iter_encoded, iter_records
+
+    objects, rows = Store.open(str(tmp_path / "a")), Store.open(str(tmp_path / "b"))
+    m1 = objects.add_trajectories(
+        [r.trajectory for r in iter_records([fixtures_dir]) if isinstance(r, Converted)]
+    )
+    enc = [r for r in iter_encoded([fixtures_dir], workers=1) if isinstance(r, Encoded)]
+    m2 = rows.add_trajectories(enc + enc[:2])  # repeated records are duplicates
+    assert (m2.new, m2.duplicates) == (m1.new, m1.duplicates + 2) and m1.new >= 5
+    a, b = (s.read("trajectories").drop("created_at").sort("id") for s in (objects, rows))
+    assert a.equals(b)  # every column, the JSON included
+    assert b.filter(pl.col("data").str.len_bytes() == 0).height == 0
+    assert rows.get_trajectory(enc[0].id) == enc[0].trajectory()
