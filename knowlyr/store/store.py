@@ -53,6 +53,7 @@ __all__ = ["DEFAULT_STORE", "Store"]
 _ID_FILE = "store.id"
 
 DEFAULT_STORE = ".knowlyr/store"
+_DECODE = 256  # trajectories decoded at once by iter_trajectories
 _STREAM_ROWS = 1000  # trajectories serialised per Arrow batch while the writer compresses
 
 
@@ -276,13 +277,16 @@ class Store(DeltaTables):
             lf = lf.filter(pl.col("id").is_in(list(ids)))
         if filter is not None:
             lf = lf.filter(filter)
-        # streamed: memory stays at one batch of JSON however large the table is; a batch is
-        # decoded with the cyclic GC paused (~6x cheaper when the caller keeps them all)
+        # streamed: memory stays at one batch of JSON however large the table is; they are
+        # decoded _DECODE at a time with the cyclic GC paused (~6x cheaper when the caller
+        # keeps them all, see knowlyr._gc)
         validate = Trajectory.model_validate_json
         for chunk in lf.select("data").collect_batches(chunk_size=batch_size):
-            with paused():
-                trajs = [validate(data) for data in chunk["data"].to_list()]
-            yield from trajs
+            datas = chunk["data"].to_list()
+            for i in range(0, len(datas), _DECODE):
+                with paused():
+                    trajs = [validate(data) for data in datas[i : i + _DECODE]]
+                yield from trajs
 
     def read_trajectories(
         self,
