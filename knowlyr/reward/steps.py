@@ -2,7 +2,7 @@
 
 Extraction is the one part of the rule layer that has to touch Python objects, so it does as
 little per step as it can (:meth:`StepExtractor.scan`): one pass reads each step's tool,
-parameters, output and status and keys the call by ``(tool, orjson of the parameters)``.
+parameters, output and status and keys the call by a hash of ``(tool, orjson of the parameters)``.
 Facets (canonical tool, category, target, edit payload) are worked out once per *distinct*
 call (:mod:`knowlyr.reward.facets`). Everything per row (gathering the facets, the SWE-agent
 open-file state, failure checks on write outputs, hashes) is polars (:func:`table_plan`, one
@@ -117,14 +117,16 @@ class Scan(NamedTuple):
 class StepExtractor:
     """The Python side of :func:`step_table`, reusable across batches.
 
-    :meth:`scan` reads each step once and keys its call by ``(tool, orjson of the
-    parameters)``; :meth:`facets` parses each distinct call once (calls seen in an earlier
-    batch keep their facets); :func:`assemble` (pure polars) builds the table from both.
+    :meth:`scan` reads each step once and keys its call by a 64-bit hash of ``(tool, orjson
+    of the parameters)``; :meth:`facets` parses each distinct call of a batch once (a call
+    that recurs in a later batch is parsed again there: cheaper than looking every call up
+    among all those ever seen); :func:`assemble` (pure polars) builds the table from both.
+    Two distinct calls of one batch with the same hash would share facets: for the ~10^5
+    distinct calls of a batch the chance is ~10^-9.
     """
 
     def __init__(self, profile: DomainProfile | str):
         self._resolver = ToolResolver(get_profile(profile))
-        self._calls: dict[tuple[str, str], int] = {}
         self._pending: list[tuple[str, dict[str, Any]]] = [("", {})]  # id 0: a message step
         self._facets: pl.DataFrame | None = None
         self._planned = 0  # calls (and the message step) whose facets are planned
@@ -135,7 +137,12 @@ class StepExtractor:
         import numpy as np
         import polars as pl
 
-        calls, pending = self._calls, self._pending
+        # the batch's distinct calls by a 64-bit hash of (tool, orjson of the parameters): a
+        # dict of int keys of this batch stays small, where one of every call ever seen, keyed
+        # by the text, cost more than the rest of the step to look up
+        calls: dict[int, int] = {}
+        pending = self._pending
+        base = self._planned + len(pending)
         ids: list[int] = []
         outs: list[str] = []
         bad: list[int] = []
@@ -155,11 +162,10 @@ class StepExtractor:
                 else:
                     tool = action.tool
                     params = action.params
-                    # a str key: orjson's own bytes objects are costly to keep by the million
-                    key = (tool, dumps(params).decode())
+                    key = hash((tool, dumps(params)))
                     i = get(key)
                     if i is None:
-                        i = calls[key] = len(calls) + 1
+                        i = calls[key] = base + len(calls)
                         pending.append((tool, params))
                     id_a(i)
                 obs = step.observation
