@@ -41,6 +41,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from knowlyr._gc import paused
@@ -81,6 +82,7 @@ RULE_COLUMNS = ("non_redundancy", "non_regression", "info_utilization", "efficie
 # of score_rules share them with the Python scan, where the in-memory engine costs less CPU.
 _ENGINE = "auto"
 _CHUNK_ENGINE = "in-memory"
+_WORKERS = 2  # chunks of score_rules scored at once
 _MIX = 0x2545F4914F6CDD1D  # odd 63-bit multiplier spreading trajectory ids over a key
 
 
@@ -111,8 +113,9 @@ def score_rules(
     """Rule scores for a whole batch: :func:`rule_scores` of :func:`step_table`.
 
     Large batches go through in chunks of about :data:`CHUNK_STEPS` steps, the polars part of
-    one chunk running on a second thread while Python reads the next (the rubrics other than
-    efficiency are per trajectory; efficiency's batch medians are taken over the whole batch).
+    each chunk running on worker threads (two chunks at once) while Python reads the next (the
+    rubrics other than efficiency are per trajectory; efficiency's batch medians are taken over
+    the whole batch).
     Meanwhile the interpreter's GIL switch interval is at most 0.2 ms (restored after).
 
     Example:
@@ -128,20 +131,24 @@ def score_rules(
     with paused():
         if len(chunks) <= 1:
             scans = [extractor.scan(trajectories)]
-            parts = [worker(scans[0], extractor.facets_plan())]
+            parts = [worker.score(scans[0], worker.extend(extractor.facets_plan()))]
         else:
             from concurrent.futures import ThreadPoolExecutor
 
             scans, futures = [], []
-            # the worker needs the GIL briefly between its long polars calls: hand it over
-            # within 0.2 ms rather than the default 5 ms, or its polars threads sit idle
+            # the workers need the GIL briefly between their long polars calls: hand it over
+            # within 0.2 ms rather than the default 5 ms, or their polars threads sit idle
             with (
                 fine_gil_switching(2e-4),
-                ThreadPoolExecutor(max_workers=1, thread_name_prefix="rules") as pool,
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="facets") as extend,
+                ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rules") as pool,
             ):
-                for chunk in chunks:  # the worker takes them in order
+                for chunk in chunks:
                     scans.append(extractor.scan(chunk))
-                    futures.append(pool.submit(worker, scans[-1], extractor.facets_plan()))
+                    # the facets grow chunk after chunk; the tables and rubrics of two chunks
+                    # can be worked on at once (what keeps both cores busy once Python is done)
+                    facets = extend.submit(worker.extend, extractor.facets_plan())
+                    futures.append(pool.submit(worker.score_when, scans[-1], facets))
                 parts = [f.result() for f in futures]
     offset = 0
     for i, (part, scan) in enumerate(zip(parts, scans, strict=True)):
@@ -170,16 +177,23 @@ def _chunks(trajectories: Sequence[Trajectory], size: int) -> list[Sequence[Traj
 
 
 class _ChunkWorker:
-    """The polars side of one chunk of :func:`score_rules`, chunk after chunk: the new calls'
-    facets, the step table, the rubrics. Each is one long stretch without the GIL."""
+    """The polars side of :func:`score_rules`: the facets of the calls new in each chunk
+    (:meth:`extend`, chunk after chunk), then each chunk's step table and rubrics
+    (:meth:`score`). Each is one long stretch without the GIL."""
 
     def __init__(self) -> None:
         self.facets: pl.DataFrame | None = None
 
-    def __call__(self, scan: Scan, facets_plan: pl.LazyFrame | None) -> pl.DataFrame:
+    def extend(self, facets_plan: pl.LazyFrame | None) -> pl.DataFrame:
         self.facets = extend_facets(self.facets, facets_plan, engine=_CHUNK_ENGINE)
-        table = table_plan(scan, self.facets).drop("task", "ref_steps", "act_text")
+        return self.facets
+
+    def score(self, scan: Scan, facets: pl.DataFrame) -> pl.DataFrame:
+        table = table_plan(scan, facets).drop("task", "ref_steps", "act_text")
         return _rubrics(table.collect(engine=_CHUNK_ENGINE), engine=_CHUNK_ENGINE)
+
+    def score_when(self, scan: Scan, facets: Future[pl.DataFrame]) -> pl.DataFrame:
+        return self.score(scan, facets.result())
 
 
 def _rubrics(table: pl.DataFrame, engine: str = _ENGINE) -> pl.DataFrame:
