@@ -47,6 +47,7 @@ __all__ = [
     "ToolCall",
     "Trajectory",
     "Usage",
+    "document_id",
     "from_chat_messages",
     "to_chat_messages",
 ]
@@ -179,8 +180,7 @@ class Trajectory(_Model):
                     o.exit_code if o else None,
                 )
             )
-        doc = {"task": (self.task.task_id, self.task.instruction), "steps": steps}
-        return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+        return _canonical(self.task.task_id, self.task.instruction, steps)
 
     def content_hash(self) -> str:
         """sha256 hex digest of :meth:`canonical_bytes`."""
@@ -219,6 +219,30 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 def _call_id(step: Step) -> str:
     return step.action.call_id if step.action and step.action.call_id else f"call_{step.index}"
+
+
+def _canonical(task_id: str, instruction: str, steps: list[tuple]) -> bytes:
+    doc = {"task": (task_id, instruction), "steps": steps}
+    return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+def document_id(task_id: str, instruction: str, steps: list[dict[str, Any]]) -> str:
+    """:meth:`Trajectory.content_hash` of a trajectory given as its JSON document's task id,
+    instruction and step documents (``None`` fields left out, as ``to_json`` writes them)."""
+    canon = []
+    for s in steps:
+        a, o = s.get("action"), s.get("observation")
+        canon.append(
+            (
+                s.get("thought", ""),
+                a["tool"] if a else None,
+                a.get("params", {}) if a else None,
+                s.get("message"),
+                o.get("output", "") if o else None,
+                o.get("exit_code") if o else None,
+            )
+        )
+    return hashlib.sha256(_canonical(task_id, instruction, canon)).hexdigest()
 
 
 def to_chat_messages(traj: Trajectory, system_prompt: str | None = None) -> list[dict[str, Any]]:

@@ -10,6 +10,10 @@ Adapters build steps with :func:`step`, :func:`tool_call`, :func:`observation`..
 construct the pydantic models without re-validating them (the builders coerce every value
 to the field's type first, so the result is what validation would give). That is what makes
 conversion cheap; ``tests/recorder`` checks every adapter's output re-validates unchanged.
+An adapter may also give a record as its trajectory's JSON document (:meth:`Adapter.document`,
+built with :func:`trajectory_document`): writers of trajectory JSON then skip the models
+altogether. The OpenHands adapters do; the tests check the document is byte for byte what
+the models serialise to.
 
 Example:
     >>> from knowlyr.recorder import Adapter, register_adapter
@@ -47,6 +51,7 @@ from knowlyr.trajectory import (
     ToolCall,
     Trajectory,
     Usage,
+    document_id,
 )
 
 __all__ = [
@@ -57,6 +62,7 @@ __all__ = [
     "as_int",
     "as_opt_str",
     "as_str",
+    "fields_of",
     "get_adapter",
     "list_formats",
     "observation",
@@ -69,6 +75,7 @@ __all__ = [
     "task",
     "tool_call",
     "trajectory",
+    "trajectory_document",
     "unregister_adapter",
     "usage",
 ]
@@ -91,6 +98,8 @@ class Adapter(ABC):
     extensions: ClassVar[tuple[str, ...]] = (".json", ".jsonl")
     session: ClassVar[bool] = False
     priority: ClassVar[int] = 100
+    #: ``True`` when the adapter implements :meth:`document`.
+    documents: ClassVar[bool] = False
 
     @abstractmethod
     def sniff(self, obj: Any) -> bool:
@@ -103,6 +112,16 @@ class Adapter(ABC):
     @abstractmethod
     def convert(self, obj: Any, *, path: str | None = None, line: int | None = None) -> Trajectory:
         """Convert one record. Raise :class:`~knowlyr.errors.RecordError` with a reason when it is malformed."""
+
+    def document(
+        self, obj: Any, *, path: str | None = None, line: int | None = None
+    ) -> dict[str, Any]:
+        """Optional (set :attr:`documents`): what :meth:`convert` returns, as the JSON document
+        ``to_json`` writes, in plain Python objects (datetimes as :class:`~datetime.datetime`)
+        with ``source`` left empty; build it with :func:`trajectory_document`. Writers of
+        trajectory JSON (``knowlyr record convert``, the store's ingest) then never build the
+        models: for a 20-step log that is a third of the conversion."""
+        raise NotImplementedError(f"{type(self).__name__} has no document(); use convert()")
 
     def fail(self, reason: str, *, path: str | None = None, line: int | None = None) -> RecordError:
         """A :class:`RecordError` naming this format (``raise self.fail("no 'history'")``)."""
@@ -504,6 +523,36 @@ def trajectory(
     return t
 
 
+def fields_of(model: BaseModel) -> dict[str, Any]:
+    """A model built here as its JSON document: its fields without the ``None`` ones, as
+    ``to_json`` writes them (nested models must already be documents)."""
+    return {k: v for k, v in model.__dict__.items() if v is not None}
+
+
+def trajectory_document(
+    task: TaskInfo,
+    steps: list[dict[str, Any]],
+    *,
+    agent: AgentInfo | None = None,
+    outcome: Outcome | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What :func:`trajectory` builds, as its JSON document (see :meth:`Adapter.document`):
+    ``steps`` are step documents, ``id`` is the content hash, ``source`` is empty."""
+    t = fields_of(task)
+    return {
+        "id": document_id(t["task_id"], t["instruction"], steps),
+        "schema_version": SCHEMA_VERSION,
+        "task": t,
+        "agent": fields_of(agent if agent is not None else agent_info()),
+        "steps": steps,
+        "outcome": fields_of(outcome) if outcome is not None else _OUTCOME_DOCUMENT.copy(),
+        "source": {},
+        "metadata": _jsonable(metadata) if metadata else {},
+    }
+
+
+_OUTCOME_DOCUMENT = {"terminated": False, "truncated": False}
 _OUTCOME_DEFAULT = {
     "success": None,
     "score": None,

@@ -37,7 +37,7 @@ from knowlyr.recorder.base import (
     source,
 )
 from knowlyr.recorder.redact import Redaction, locate_redactions, redact_bytes
-from knowlyr.store.tables import trajectory_row
+from knowlyr.store.tables import document_row, trajectory_row
 from knowlyr.trajectory import Trajectory
 
 __all__ = [
@@ -142,6 +142,17 @@ def encode(r: Converted, put_raw: Callable[..., object] | None = None) -> Encode
     if put_raw is not None:
         put_raw(r.raw, digest=t.source.blob)
     return Encoded(trajectory_row(t), t.source.line, r.redactions)
+
+
+class Writer:
+    """How the record iterators make :class:`Encoded` records (:func:`iter_encoded`): from the
+    adapter's JSON document when it has one (:meth:`Adapter.document`: no models at all),
+    else from its trajectory; raw bytes go to ``put_raw``."""
+
+    __slots__ = ("put_raw",)
+
+    def __init__(self, put_raw: Callable[..., object] | None = None):
+        self.put_raw = put_raw
 
 
 @dataclass(slots=True)
@@ -306,20 +317,62 @@ def _finish(
     line: int | None,
     raw: bytes,
     hits: list[Redaction],
+    index: int | None,
 ) -> Converted:
     if not isinstance(traj, Trajectory):
         raise RecordError(
             f"{adapter.name}: adapter returned {type(traj).__name__}, not a Trajectory", path=path
         )
     traj.__dict__["source"] = source(adapter.name, path, hashlib.sha256(raw).hexdigest(), line)
+    if index is not None:
+        traj.metadata["record_index"] = index
     return Converted(traj, raw, locate_redactions(traj, hits) if hits else [])
 
 
+def _finish_document(
+    doc: dict[str, Any],
+    adapter: Adapter,
+    path: str,
+    line: int | None,
+    raw: bytes,
+    hits: list[Redaction],
+    index: int | None,
+    put_raw: Callable[..., object] | None,
+) -> Encoded:
+    """:func:`_finish` and :func:`encode` for an adapter's JSON document."""
+    blob = hashlib.sha256(raw).hexdigest()
+    src = {"format": adapter.name, "path": path, "blob": blob}
+    if line is not None:
+        src["line"] = line
+    doc["source"] = src
+    if index is not None:
+        doc["metadata"]["record_index"] = index
+    found = locate_redactions(Trajectory.model_validate(doc), hits) if hits else []
+    if put_raw is not None:
+        put_raw(raw, digest=blob)
+    return Encoded(document_row(doc), line, found)
+
+
 def _convert_one(
-    adapter: Adapter, obj: Any, path: str, line: int | None, raw: bytes, hits: list[Redaction]
-) -> Converted | Rejected:
+    adapter: Adapter,
+    obj: Any,
+    path: str,
+    line: int | None,
+    raw: bytes,
+    hits: list[Redaction],
+    writer: Writer | None = None,
+    index: int | None = None,
+) -> Converted | Encoded | Rejected:
+    """One record: a :class:`Converted`, or with a ``writer`` an :class:`Encoded`; a
+    :class:`Rejected` with the reason when it cannot be converted."""
     try:
-        return _finish(adapter.convert(obj, path=path, line=line), adapter, path, line, raw, hits)
+        if writer is None:
+            return _finish(adapter.convert(obj, path=path, line=line), adapter, path, line, raw, hits, index)  # fmt: skip
+        if adapter.documents:
+            doc = adapter.document(obj, path=path, line=line)
+            return _finish_document(doc, adapter, path, line, raw, hits, index, writer.put_raw)
+        t = adapter.convert(obj, path=path, line=line)
+        return encode(_finish(t, adapter, path, line, raw, hits, index), writer.put_raw)
     except RecordError as e:
         return Rejected(path, line, e.reason, raw)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError) as e:
@@ -333,8 +386,13 @@ def _clean(data: bytes, redact: bool) -> tuple[bytes, list[Redaction]]:
 
 
 def _iter_lines(
-    adapter: Adapter, path: str, lines: Iterable[bytes], first_line: int, redact: bool
-) -> Iterator[Converted | Rejected]:
+    adapter: Adapter,
+    path: str,
+    lines: Iterable[bytes],
+    first_line: int,
+    redact: bool,
+    writer: Writer | None = None,
+) -> Iterator[Converted | Encoded | Rejected]:
     lineno = first_line - 1
     for raw in lines:
         lineno += 1
@@ -347,12 +405,12 @@ def _iter_lines(
         except orjson.JSONDecodeError as e:
             yield Rejected(path, lineno, f"line is not valid JSON ({e})", clean)
             continue
-        yield _convert_one(adapter, obj, path, lineno, clean, hits)
+        yield _convert_one(adapter, obj, path, lineno, clean, hits, writer)
 
 
 def _iter_session(
-    adapter: Adapter, path: str, data: bytes, redact: bool
-) -> Iterator[Converted | Rejected]:
+    adapter: Adapter, path: str, data: bytes, redact: bool, writer: Writer | None = None
+) -> Iterator[Converted | Encoded | Rejected]:
     clean, hits = _clean(data, redact)
     objs: list[Any] = []
     for lineno, raw in enumerate(clean.split(b"\n"), 1):
@@ -365,12 +423,14 @@ def _iter_session(
                 path, lineno, f"line is not valid JSON ({e}); the rest of the session is kept", raw
             )
     if objs:
-        yield _convert_one(adapter, objs, path, None, clean, hits)
+        yield _convert_one(adapter, objs, path, None, clean, hits, writer)
     elif not clean.strip():
         yield Rejected(path, None, "empty file", clean)
 
 
-def _iter_file(path: Path, fmt: str | None, redact: bool) -> Iterator[Converted | Rejected]:
+def _iter_file(
+    path: Path, fmt: str | None, redact: bool, writer: Writer | None = None
+) -> Iterator[Converted | Encoded | Rejected]:
     spath = str(path)
     if not path.is_file():
         yield Rejected(spath, None, "no such file (check the path)", b"")
@@ -393,17 +453,17 @@ def _iter_file(path: Path, fmt: str | None, redact: bool) -> Iterator[Converted 
                 )
                 return
         if adapter.session:
-            yield from _iter_session(adapter, spath, _read(path), redact)
+            yield from _iter_session(adapter, spath, _read(path), redact, writer)
             return
         with _open(path) as f:
-            yield from _iter_lines(adapter, spath, f, 1, redact)
+            yield from _iter_lines(adapter, spath, f, 1, redact, writer)
         return
-    yield from _iter_json(_read(path), spath, adapter, redact)
+    yield from _iter_json(_read(path), spath, adapter, redact, writer)
 
 
 def _iter_json(
-    data: bytes, spath: str, adapter: Adapter | None, redact: bool
-) -> Iterator[Converted | Rejected]:
+    data: bytes, spath: str, adapter: Adapter | None, redact: bool, writer: Writer | None = None
+) -> Iterator[Converted | Encoded | Rejected]:
     """A whole JSON document (or JSON lines in a .json file) from memory."""
     clean, hits = _clean(data, redact)
     try:
@@ -420,9 +480,9 @@ def _iter_json(
                 a = adapter or _sniff(first)
                 if a is not None:
                     if a.session:
-                        yield from _iter_session(a, spath, data, redact)
+                        yield from _iter_session(a, spath, data, redact, writer)
                     else:
-                        yield from _iter_lines(a, spath, data.split(b"\n"), 1, redact)
+                        yield from _iter_lines(a, spath, data.split(b"\n"), 1, redact, writer)
                     return
         yield Rejected(spath, None, f"not valid JSON ({e})", clean)
         return
@@ -437,16 +497,13 @@ def _iter_json(
         yield Rejected(spath, None, e.reason, clean)
         return
     if len(records) == 1 and records[0] is doc:
-        yield _convert_one(adapter, doc, spath, None, clean, hits)
+        yield _convert_one(adapter, doc, spath, None, clean, hits, writer)
         return
     for i, rec in enumerate(records):
         raw = orjson.dumps(rec)
-        out = _convert_one(
-            adapter, rec, spath, None, raw, [h for h in hits if h.fingerprint.encode() in raw]
-        )
-        if isinstance(out, Converted):
-            out.trajectory.metadata["record_index"] = i
-        else:
+        found = [h for h in hits if h.fingerprint.encode() in raw]
+        out = _convert_one(adapter, rec, spath, None, raw, found, writer, index=i)
+        if isinstance(out, Rejected):
             out.reason = f"record {i}: {out.reason}"
         yield out
 
@@ -598,9 +655,9 @@ def iter_encoded(
                 files, format, redact, n, progress, encoded=True, put_raw=put_raw
             )
             return
+    writer = Writer(put_raw)
     for p in files:
-        for r in _iter_file(p, format, redact):
-            yield encode(r, put_raw) if isinstance(r, Converted) else r
+        yield from _iter_file(p, format, redact, writer)
         if progress is not None:
             progress(p)
 

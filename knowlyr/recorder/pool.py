@@ -30,12 +30,12 @@ from knowlyr.recorder.pipeline import (
     Converted,
     Encoded,
     Rejected,
+    Writer,
     _first_line_obj,
     _is_lines,
     _iter_file,
     _iter_lines,
     _sniff,
-    encode,
 )
 from knowlyr.recorder.transfer import pack_trajectory, unpack_trajectory
 
@@ -52,22 +52,17 @@ def worth_it(files: list[Path]) -> bool:
     return len(files) >= _MIN_FILES or any(_chunkable(p) for p in files)
 
 
-# What a worker sends back: trajectories to rebuild (None), or serialised records
-# (("json", put_raw): raw bytes go to put_raw in the worker)
-Out = tuple[str, Callable[..., object] | None] | None
-
-
-def _pack(results: Iterable[Converted | Rejected], out_mode: Out = None) -> bytes:
-    """One file's (or JSONL slice's) results as one pickled blob of plain data."""
+def _pack(results: Iterable[Converted | Encoded | Rejected]) -> bytes:
+    """One file's (or JSONL slice's) results as one pickled blob of plain data: trajectories
+    to rebuild, or with a :class:`Writer` their rows."""
     out: list[tuple] = []
     for r in results:
         if isinstance(r, Rejected):
             out.append((None, r.path, r.line, r.reason, r.raw))
-        elif out_mode is None:
-            out.append((pack_trajectory(r.trajectory), r.raw, r.redactions))
+        elif isinstance(r, Encoded):
+            out.append((r.row, r.line, r.redactions))
         else:
-            e = encode(r, out_mode[1])
-            out.append((e.row, e.line, e.redactions))
+            out.append((pack_trajectory(r.trajectory), r.raw, r.redactions))
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -96,20 +91,25 @@ def _worker_init() -> None:
     gc.enable()
 
 
-def _work_files(args: tuple[list[str], str | None, bool, Out]) -> list[tuple[str, bytes]]:
+def _work_files(
+    args: tuple[list[str], str | None, bool, Writer | None],
+) -> list[tuple[str, bytes]]:
     """Convert a batch of files; each file's results are packed as soon as they are made, so
     a worker holds one file's objects at a time."""
-    paths, fmt, redact, mode = args
-    return [(p, _pack(_iter_file(Path(p), fmt, redact), mode)) for p in paths]
+    paths, fmt, redact, writer = args
+    return [(p, _pack(_iter_file(Path(p), fmt, redact, writer))) for p in paths]
 
 
-def _work_lines(args: tuple[str, str, int, int, int, bool, Out]) -> list[tuple[str, bytes]]:
+def _work_lines(
+    args: tuple[str, str, int, int, int, bool, Writer | None],
+) -> list[tuple[str, bytes]]:
     """Convert a slice of a JSONL file, read here (the parent only sends where it is)."""
-    path, fmt, first_line, offset, length, redact, mode = args
+    path, fmt, first_line, offset, length, redact, writer = args
     with open(path, "rb") as f:
         f.seek(offset)
         lines = f.read(length).split(b"\n")
-    return [(path, _pack(_iter_lines(get_adapter(fmt), path, lines, first_line, redact), mode))]
+    adapter = get_adapter(fmt)
+    return [(path, _pack(_iter_lines(adapter, path, lines, first_line, redact, writer)))]
 
 
 def _chunkable(p: Path) -> bool:
@@ -132,7 +132,7 @@ Unit = tuple[Callable[[Any], list[tuple[str, bytes]]], tuple]
 
 
 def _units(
-    files: list[Path], fmt: str | None, redact: bool, per_batch: int, mode: Out
+    files: list[Path], fmt: str | None, redact: bool, per_batch: int, writer: Writer | None
 ) -> Iterator[Unit]:
     """Work units: batches of whole files, and ~1 MB slices of line-per-record JSONL files."""
     batch: list[str] = []
@@ -145,20 +145,20 @@ def _units(
                 a = None
             if a is not None and not a.session:
                 if batch:
-                    yield _work_files, (batch, fmt, redact, mode)
+                    yield _work_files, (batch, fmt, redact, writer)
                     batch, size = [], 0
-                yield from _slices(p, a.name, redact, mode)
+                yield from _slices(p, a.name, redact, writer)
                 continue
         batch.append(str(p))
         size += _size(p)
         if len(batch) >= per_batch or size >= _BATCH_BYTES:
-            yield _work_files, (batch, fmt, redact, mode)
+            yield _work_files, (batch, fmt, redact, writer)
             batch, size = [], 0
     if batch:
-        yield _work_files, (batch, fmt, redact, mode)
+        yield _work_files, (batch, fmt, redact, writer)
 
 
-def _slices(p: Path, fmt: str, redact: bool, mode: Out) -> Iterator[Unit]:
+def _slices(p: Path, fmt: str, redact: bool, writer: Writer | None) -> Iterator[Unit]:
     """~1 MB slices of a JSONL file, cut at line ends: (first line number, offset, length).
     The file is read here only to find the cuts and count lines, block by block."""
     sp = str(p)
@@ -169,14 +169,14 @@ def _slices(p: Path, fmt: str, redact: bool, mode: Out) -> Iterator[Unit]:
             block = f.read(_CHUNK_BYTES)
             if not block:
                 if rest:
-                    yield _work_lines, (sp, fmt, line, start, len(rest), redact, mode)
+                    yield _work_lines, (sp, fmt, line, start, len(rest), redact, writer)
                 break
             block = rest + block
             cut = block.rfind(b"\n")
             if cut < 0:
                 rest = block
                 continue
-            yield _work_lines, (sp, fmt, line, start, cut, redact, mode)
+            yield _work_lines, (sp, fmt, line, start, cut, redact, writer)
             line += block.count(b"\n", 0, cut) + 1
             start += cut + 1
             rest = block[cut + 1 :]
@@ -203,12 +203,12 @@ def iter_pool(
 ) -> Iterator[Converted | Encoded | Rejected]:
     """What :func:`~knowlyr.recorder.iter_records` yields (or, with ``encoded``,
     :func:`~knowlyr.recorder.iter_encoded`), converted by ``workers`` processes."""
-    mode: Out = ("json", put_raw) if encoded else None
+    writer = Writer(put_raw) if encoded else None
     path_of = {str(p): p for p in files}
     # a few units per worker at least, so that no worker waits on a last big batch
     per_batch = max(1, min(_BATCH_FILES, math.ceil(len(files) / (workers * 4))))
     # lazy: big JSONL files are read slice by slice
-    units = _units(files, fmt, redact, per_batch, mode)
+    units = _units(files, fmt, redact, per_batch, writer)
     with ProcessPoolExecutor(
         max_workers=workers, initializer=_worker_init, mp_context=_context()
     ) as pool:

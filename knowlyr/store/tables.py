@@ -29,7 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import orjson
 
 if TYPE_CHECKING:
     import polars as pl
@@ -248,6 +250,34 @@ def trajectory_row(t: Trajectory) -> tuple:
         src.path,
         src.blob,
         t.to_json(),
+    )
+
+
+def document_row(doc: dict[str, Any]) -> tuple:
+    """:func:`trajectory_row` of a trajectory given as its JSON document
+    (:meth:`knowlyr.recorder.Adapter.document`, ``source`` filled in); ``data`` is the
+    document written by orjson, what ``to_json`` writes for the same trajectory."""
+    task, agent, out, src = doc["task"], doc["agent"], doc["outcome"], doc["source"]
+    try:
+        data = orjson.dumps(doc, option=orjson.OPT_UTC_Z)  # "Z" for UTC, as pydantic writes
+    except orjson.JSONEncodeError:  # a value orjson cannot write (an int over 64 bits...)
+        from knowlyr.trajectory import Trajectory
+
+        data = Trajectory.model_validate(doc).to_json()
+    return (
+        doc["id"],
+        task["task_id"],
+        task["domain"],
+        task.get("suite"),
+        agent["name"],
+        agent.get("model"),
+        len(doc["steps"]),
+        out.get("success"),
+        out.get("score"),
+        src["format"],
+        src.get("path"),
+        src.get("blob"),
+        data,
     )
 
 

@@ -180,6 +180,26 @@ def test_workers_give_the_same_results_in_order(batch: Path, monkeypatch) -> Non
         list(iter_records([batch], workers=-1))
 
 
+def test_encoded_records_of_a_json_array_of_rows_keep_their_index(
+    fixtures_dir: Path, tmp_path: Path
+) -> None:
+    """Rows saved as one JSON array: each is its own record, its position in metadata; the
+    document path (no models) writes what the models do."""
+    from knowlyr.store.tables import trajectory_row
+
+    rows = (fixtures_dir / "openhands/resolver_output.jsonl").read_bytes().splitlines()
+    path = tmp_path / "rows.json"
+    path.write_bytes(b"[" + b",".join(rows[:2]) + b', {"history": 3}]')
+    plain = list(iter_records([path]))
+    enc = list(iter_encoded([path], workers=1))
+    assert [type(r) for r in plain] == [Converted, Converted, Rejected]
+    assert [type(r) for r in enc] == [Encoded, Encoded, Rejected]
+    for p, e in zip(plain[:2], enc[:2], strict=True):
+        assert e.row == trajectory_row(p.trajectory)
+    assert [r.trajectory.metadata["record_index"] for r in plain[:2]] == [0, 1]
+    assert enc[2].reason == plain[2].reason and enc[2].reason.startswith("record 2: ")
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_encoded_results_are_the_records_serialised(
     batch: Path, tmp_path: Path, monkeypatch, workers

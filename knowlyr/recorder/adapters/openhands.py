@@ -37,15 +37,16 @@ from knowlyr.recorder.base import (
     as_int,
     as_list,
     as_str,
+    fields_of,
     observation,
     outcome,
     parse_time,
-    put,
     register_adapter,
     step,
     task,
     tool_call,
     trajectory,
+    trajectory_document,
     usage,
 )
 from knowlyr.trajectory import Observation, Step, ToolCall, Trajectory, Usage
@@ -218,16 +219,19 @@ def convert_events(
     *,
     instruction: str | None = None,
     costs: list[Any] | None = None,
-) -> tuple[list[Step], dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Steps from an OpenHands event list, plus what the events say about the run.
 
     Returns:
-        ``(steps, info)`` where ``info`` has ``instruction``, ``model``, ``finish``
-        (message, outputs, task_completed), ``error`` and ``system_prompt`` when present.
+        ``(steps, info)``: each step as a dict of every :class:`Step` field whose action,
+        observation and usage are already their JSON documents (:func:`_step_models` and
+        :func:`_step_documents` finish them), and ``info`` with ``instruction``, ``model``,
+        ``finish`` (message, outputs, task_completed), ``error`` and ``system_prompt`` when
+        present.
     """
-    steps: list[Step] = []
-    by_id: dict[Any, Step] = {}
-    waiting: list[Step] = []  # actions still without an observation, oldest first
+    steps: list[dict[str, Any]] = []
+    by_id: dict[Any, dict[str, Any]] = {}
+    waiting: list[dict[str, Any]] = []  # actions still without an observation, oldest first
     info: dict[str, Any] = {"instruction": instruction}
     starts: dict[int, datetime] = {}
     pending_user: list[str] = []
@@ -255,10 +259,8 @@ def convert_events(
                             info["instruction"] = text
                         continue
                     last = steps[-1] if steps else None
-                    if last is not None and last.action is None and last.observation is None:
-                        last.observation = observation(
-                            text
-                        )  # the user's reply to the agent's message
+                    if last is not None and last["action"] is None and last["observation"] is None:
+                        last["observation"] = {"output": text}  # the user's reply to the message
                     else:
                         pending_user.append(text)
                     continue
@@ -267,7 +269,7 @@ def convert_events(
                     message=text,
                     thought=args.get("thought", ""),
                     timestamp=e.get("timestamp"),
-                )
+                ).__dict__
             else:
                 tcm = e.get("tool_call_metadata")
                 if type(tcm) is not dict:
@@ -305,17 +307,18 @@ def convert_events(
                         params["task_completed"] = args["task_completed"]
                 call_id = tcm.get("tool_call_id") if tcm else None
                 if type(tool) is str and type(params) is dict and type(call_id) in (str, NoneType):
-                    call = _build(ToolCall, {"tool": tool, "params": params, "call_id": call_id})
+                    call = {"tool": tool, "params": params}
+                    if call_id is not None:
+                        call["call_id"] = call_id
                 else:
-                    call = tool_call(tool, params, call_id)
+                    call = fields_of(tool_call(tool, params, call_id))
                 if type(p) is int and type(c) is int:
-                    use = _build(
-                        Usage, {"prompt_tokens": p, "completion_tokens": c, "cost_usd": None}
-                    )
+                    use = {"prompt_tokens": p, "completion_tokens": c}
                 else:
                     use = usage(p, c)
-                s = _build(  # what step() builds, inlined: this runs for every action of every log
-                    Step,
+                    if use is not None:
+                        use = fields_of(use)
+                s = (  # what step() builds, inlined: this runs for every action of every log
                     {
                         "index": len(steps),
                         "thought": thought if type(thought) is str else as_str(thought),
@@ -329,15 +332,15 @@ def convert_events(
                         "timestamp": _time(e.get("timestamp")),
                         "duration_s": None,
                         "metadata": {},
-                    },
+                    }
                 )
                 waiting.append(s)
             if pending_user:
-                s.metadata["user_message"] = "\n".join(pending_user)
+                s["metadata"]["user_message"] = "\n".join(pending_user)
                 pending_user.clear()
-            ts = s.__dict__["timestamp"]
+            ts = s["timestamp"]
             if ts is not None:
-                starts[s.__dict__["index"]] = ts
+                starts[s["index"]] = ts
             steps.append(s)
             eid = e.get("id")
             if isinstance(eid, int | str):
@@ -358,7 +361,7 @@ def convert_events(
             continue
         cause = e.get("cause")
         target = by_id.get(cause) if isinstance(cause, int | str) else None
-        if target is None or target.__dict__["observation"] is not None:
+        if target is None or target["observation"] is not None:
             target = waiting[0] if waiting else None
         if target is None:
             continue
@@ -371,7 +374,9 @@ def convert_events(
             extras = e if extras is None else _as_dict(extras)
         content = e.get("content", extras.get("content"))
         if kind == "error":
-            put(target, "observation", observation(content, None, as_str(content) or "error"))
+            target["observation"] = fields_of(
+                observation(content, None, as_str(content) or "error")
+            )
         else:
             code = extras.get("exit_code", _ABSENT)  # extras, else the event, else metadata
             if code is _ABSENT:
@@ -380,26 +385,21 @@ def convert_events(
                 md = extras.get("metadata")
                 if type(md) is dict:
                     code = md.get("exit_code")
-            put(
-                target,
-                "observation",
-                _build(  # what observation() builds
-                    Observation,
-                    {
-                        "output": content if type(content) is str else as_str(content),
-                        "exit_code": code if type(code) is int or code is None else as_int(code),
-                        "error": None,
-                    },
-                ),
-            )
+            # what observation() builds, as its document
+            obs = {"output": content if type(content) is str else as_str(content)}
+            if type(code) is not int and code is not None:
+                code = as_int(code)
+            if code is not None:
+                obs["exit_code"] = code
+            target["observation"] = obs
         t_end = _time(e.get("timestamp"))
-        t0 = starts.get(target.__dict__["index"])
+        t0 = starts.get(target["index"])
         if t_end is not None and t0 is not None and (t_end.tzinfo is None) == (t0.tzinfo is None):
-            put(target, "duration_s", max((t_end - t0).total_seconds(), 0.0))
+            target["duration_s"] = max((t_end - t0).total_seconds(), 0.0)
     if pending_user and steps:
-        steps[-1].metadata["user_message_after"] = "\n".join(pending_user)
+        steps[-1]["metadata"]["user_message_after"] = "\n".join(pending_user)
     if costs:
-        agent_steps = [s for s in steps if s.action is not None or s.message is not None]
+        agent_steps = [s for s in steps if s["action"] is not None or s["message"] is not None]
         if len(costs) == len(agent_steps):  # one LLM call per step: spread the per-call costs
             for s, cost in zip(agent_steps, costs, strict=True):
                 if type(cost) is not float:
@@ -408,13 +408,44 @@ def convert_events(
                         continue
                 elif cost != cost or cost in (_INF, -_INF):
                     continue
-                u = s.__dict__["usage"]
+                u = s["usage"]
                 if u is None:  # what usage(None, None, cost) builds
-                    u = {"prompt_tokens": None, "completion_tokens": None, "cost_usd": cost}
-                    put(s, "usage", _build(Usage, u))
+                    s["usage"] = {"cost_usd": cost}
                 else:
-                    u.__dict__["cost_usd"] = cost
+                    u["cost_usd"] = cost
     return steps, info
+
+
+def _step_models(steps: list[dict[str, Any]]) -> list[Step]:
+    """:func:`convert_events` steps as models."""
+    out = []
+    for d in steps:
+        a, o, u = d["action"], d["observation"], d["usage"]
+        if a is not None:
+            d["action"] = _build(
+                ToolCall, {"tool": a["tool"], "params": a["params"], "call_id": a.get("call_id")}
+            )
+        if o is not None:
+            d["observation"] = _build(
+                Observation,
+                {"output": o["output"], "exit_code": o.get("exit_code"), "error": o.get("error")},
+            )
+        if u is not None:
+            d["usage"] = _build(
+                Usage,
+                {
+                    "prompt_tokens": u.get("prompt_tokens"),
+                    "completion_tokens": u.get("completion_tokens"),
+                    "cost_usd": u.get("cost_usd"),
+                },
+            )
+        out.append(_build(Step, d))
+    return out
+
+
+def _step_documents(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`convert_events` steps as their JSON documents (``None`` fields left out)."""
+    return [{k: v for k, v in d.items() if v is not None} for d in steps]
 
 
 def _finish_outcome(info: dict[str, Any], **kw: Any) -> Any:
@@ -450,7 +481,19 @@ class OpenHandsEventsAdapter(Adapter):
     def sniff(self, obj: Any) -> bool:
         return _is_event_list(obj)
 
+    documents = True
+
     def convert(self, obj: Any, *, path: str | None = None, line: int | None = None) -> Trajectory:
+        task_info, steps, parts = self._parts(obj, path, line)
+        return trajectory(task_info, _step_models(steps), **parts)
+
+    def document(
+        self, obj: Any, *, path: str | None = None, line: int | None = None
+    ) -> dict[str, Any]:
+        task_info, steps, parts = self._parts(obj, path, line)
+        return trajectory_document(task_info, _step_documents(steps), **parts)
+
+    def _parts(self, obj: Any, path: str | None, line: int | None) -> tuple[Any, list, dict]:
         if not isinstance(obj, list):
             raise self.fail(
                 f"expected a JSON array of events, got {type(obj).__name__}", path=path, line=line
@@ -466,12 +509,14 @@ class OpenHandsEventsAdapter(Adapter):
             )
         instr = info["instruction"] or ""
         md = {"system_prompt": info["system_prompt"]} if info.get("system_prompt") else None
-        return trajectory(
+        return (
             task(_instruction_id(instr), instr, domain="coding"),
             steps,
-            agent=agent_info("openhands", info.get("model")),
-            outcome=_finish_outcome(info),
-            metadata=md,
+            {
+                "agent": agent_info("openhands", info.get("model")),
+                "outcome": _finish_outcome(info),
+                "metadata": md,
+            },
         )
 
 
@@ -518,7 +563,19 @@ class OpenHandsOutputAdapter(Adapter):
     def split(self, doc: Any) -> list[Any]:
         return doc if isinstance(doc, list) else [doc]
 
+    documents = True
+
     def convert(self, obj: Any, *, path: str | None = None, line: int | None = None) -> Trajectory:
+        task_info, steps, parts = self._parts(obj, path, line)
+        return trajectory(task_info, _step_models(steps), **parts)
+
+    def document(
+        self, obj: Any, *, path: str | None = None, line: int | None = None
+    ) -> dict[str, Any]:
+        task_info, steps, parts = self._parts(obj, path, line)
+        return trajectory_document(task_info, _step_documents(steps), **parts)
+
+    def _parts(self, obj: Any, path: str | None, line: int | None) -> tuple[Any, list, dict]:
         if not isinstance(obj, dict):
             raise self.fail(
                 f"expected a JSON object per row, got {type(obj).__name__}", path=path, line=line
@@ -564,7 +621,7 @@ class OpenHandsOutputAdapter(Adapter):
             tmeta["repo"] = instance["repo"]
         if instance.get("base_commit"):
             tmeta["base_commit"] = instance["base_commit"]
-        return trajectory(
+        return (
             task(
                 task_id or _instruction_id(instr),
                 instr,
@@ -573,18 +630,20 @@ class OpenHandsOutputAdapter(Adapter):
                 metadata=tmeta,
             ),
             steps,
-            agent=agent_info(
-                f"openhands/{meta['agent_class']}" if meta.get("agent_class") else "openhands",
-                llm.get("model") or info.get("model"),
-            ),
-            outcome=_finish_outcome(
-                info,
-                success=success,
-                tests_passed=passed,
-                tests_failed=failed,
-                reason=as_str(error) if error else None,
-            ),
-            metadata=md,
+            {
+                "agent": agent_info(
+                    f"openhands/{meta['agent_class']}" if meta.get("agent_class") else "openhands",
+                    llm.get("model") or info.get("model"),
+                ),
+                "outcome": _finish_outcome(
+                    info,
+                    success=success,
+                    tests_passed=passed,
+                    tests_failed=failed,
+                    reason=as_str(error) if error else None,
+                ),
+                "metadata": md,
+            },
         )
 
 
