@@ -232,13 +232,13 @@ def document_id(task_id: str, instruction: str, steps: list[dict[str, Any]]) -> 
     canon = []
     for s in steps:
         a, o = s.get("action"), s.get("observation")
-        canon.append(
+        canon.append(  # thought, params and output are never None, so always written
             (
-                s.get("thought", ""),
+                s["thought"],
                 a["tool"] if a else None,
-                a.get("params", {}) if a else None,
+                a["params"] if a else None,
                 s.get("message"),
-                o.get("output", "") if o else None,
+                o["output"] if o else None,
                 o.get("exit_code") if o else None,
             )
         )

@@ -444,8 +444,19 @@ def _step_models(steps: list[dict[str, Any]]) -> list[Step]:
 
 
 def _step_documents(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`convert_events` steps as their JSON documents (``None`` fields left out)."""
-    return [{k: v for k, v in d.items() if v is not None} for d in steps]
+    """:func:`convert_events` steps as their JSON documents (``None`` fields left out; in
+    place, which costs half of building new dicts)."""
+    for d in steps:
+        for k in _OPTIONAL:
+            if d[k] is None:
+                del d[k]
+    return steps
+
+
+# the Step fields that may be None (index, thought and metadata never are)
+_OPTIONAL = tuple(
+    k for k, f in Step.model_fields.items() if not f.is_required() and f.default is None
+)
 
 
 def _finish_outcome(info: dict[str, Any], **kw: Any) -> Any:
