@@ -144,7 +144,7 @@ def encode(r: Converted, put_raw: Callable[..., object] | None = None) -> Encode
     return Encoded(trajectory_row(t), t.source.line, r.redactions)
 
 
-class Writer:
+class _Writer:
     """How the record iterators make :class:`Encoded` records (:func:`iter_encoded`): from the
     adapter's JSON document when it has one (:meth:`Adapter.document`: no models at all),
     else from its trajectory; raw bytes go to ``put_raw``."""
@@ -360,7 +360,7 @@ def _convert_one(
     line: int | None,
     raw: bytes,
     hits: list[Redaction],
-    writer: Writer | None = None,
+    writer: _Writer | None = None,
     index: int | None = None,
 ) -> Converted | Encoded | Rejected:
     """One record: a :class:`Converted`, or with a ``writer`` an :class:`Encoded`; a
@@ -391,7 +391,7 @@ def _iter_lines(
     lines: Iterable[bytes],
     first_line: int,
     redact: bool,
-    writer: Writer | None = None,
+    writer: _Writer | None = None,
 ) -> Iterator[Converted | Encoded | Rejected]:
     lineno = first_line - 1
     for raw in lines:
@@ -409,7 +409,7 @@ def _iter_lines(
 
 
 def _iter_session(
-    adapter: Adapter, path: str, data: bytes, redact: bool, writer: Writer | None = None
+    adapter: Adapter, path: str, data: bytes, redact: bool, writer: _Writer | None = None
 ) -> Iterator[Converted | Encoded | Rejected]:
     clean, hits = _clean(data, redact)
     objs: list[Any] = []
@@ -429,7 +429,7 @@ def _iter_session(
 
 
 def _iter_file(
-    path: Path, fmt: str | None, redact: bool, writer: Writer | None = None
+    path: Path, fmt: str | None, redact: bool, writer: _Writer | None = None
 ) -> Iterator[Converted | Encoded | Rejected]:
     spath = str(path)
     if not path.is_file():
@@ -462,7 +462,7 @@ def _iter_file(
 
 
 def _iter_json(
-    data: bytes, spath: str, adapter: Adapter | None, redact: bool, writer: Writer | None = None
+    data: bytes, spath: str, adapter: Adapter | None, redact: bool, writer: _Writer | None = None
 ) -> Iterator[Converted | Encoded | Rejected]:
     """A whole JSON document (or JSON lines in a .json file) from memory."""
     clean, hits = _clean(data, redact)
@@ -655,7 +655,7 @@ def iter_encoded(
                 files, format, redact, n, progress, encoded=True, put_raw=put_raw
             )
             return
-    writer = Writer(put_raw)
+    writer = _Writer(put_raw)
     for p in files:
         yield from _iter_file(p, format, redact, writer)
         if progress is not None:

@@ -30,12 +30,12 @@ from knowlyr.recorder.pipeline import (
     Converted,
     Encoded,
     Rejected,
-    Writer,
     _first_line_obj,
     _is_lines,
     _iter_file,
     _iter_lines,
     _sniff,
+    _Writer,
 )
 from knowlyr.recorder.transfer import pack_trajectory, unpack_trajectory
 
@@ -54,7 +54,7 @@ def worth_it(files: list[Path]) -> bool:
 
 def _pack(results: Iterable[Converted | Encoded | Rejected]) -> bytes:
     """One file's (or JSONL slice's) results as one pickled blob of plain data: trajectories
-    to rebuild, or with a :class:`Writer` their rows."""
+    to rebuild, or with a :class:`_Writer` their rows."""
     out: list[tuple] = []
     for r in results:
         if isinstance(r, Rejected):
@@ -92,7 +92,7 @@ def _worker_init() -> None:
 
 
 def _work_files(
-    args: tuple[list[str], str | None, bool, Writer | None],
+    args: tuple[list[str], str | None, bool, _Writer | None],
 ) -> list[tuple[str, bytes]]:
     """Convert a batch of files; each file's results are packed as soon as they are made, so
     a worker holds one file's objects at a time."""
@@ -101,7 +101,7 @@ def _work_files(
 
 
 def _work_lines(
-    args: tuple[str, str, int, int, int, bool, Writer | None],
+    args: tuple[str, str, int, int, int, bool, _Writer | None],
 ) -> list[tuple[str, bytes]]:
     """Convert a slice of a JSONL file, read here (the parent only sends where it is)."""
     path, fmt, first_line, offset, length, redact, writer = args
@@ -132,7 +132,7 @@ Unit = tuple[Callable[[Any], list[tuple[str, bytes]]], tuple]
 
 
 def _units(
-    files: list[Path], fmt: str | None, redact: bool, per_batch: int, writer: Writer | None
+    files: list[Path], fmt: str | None, redact: bool, per_batch: int, writer: _Writer | None
 ) -> Iterator[Unit]:
     """Work units: batches of whole files, and ~1 MB slices of line-per-record JSONL files."""
     batch: list[str] = []
@@ -158,7 +158,7 @@ def _units(
         yield _work_files, (batch, fmt, redact, writer)
 
 
-def _slices(p: Path, fmt: str, redact: bool, writer: Writer | None) -> Iterator[Unit]:
+def _slices(p: Path, fmt: str, redact: bool, writer: _Writer | None) -> Iterator[Unit]:
     """~1 MB slices of a JSONL file, cut at line ends: (first line number, offset, length).
     The file is read here only to find the cuts and count lines, block by block."""
     sp = str(p)
@@ -203,7 +203,7 @@ def iter_pool(
 ) -> Iterator[Converted | Encoded | Rejected]:
     """What :func:`~knowlyr.recorder.iter_records` yields (or, with ``encoded``,
     :func:`~knowlyr.recorder.iter_encoded`), converted by ``workers`` processes."""
-    writer = Writer(put_raw) if encoded else None
+    writer = _Writer(put_raw) if encoded else None
     path_of = {str(p): p for p in files}
     # a few units per worker at least, so that no worker waits on a last big batch
     per_batch = max(1, min(_BATCH_FILES, math.ceil(len(files) / (workers * 4))))
