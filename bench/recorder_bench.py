@@ -14,7 +14,8 @@ that process's own):
   from already-checked values), one process and ``--workers`` processes (knowlyr.recorder.pool):
   Trajectory objects in the caller.
 * ``encoded``: ``knowlyr.recorder.iter_encoded``, the trajectories' JSON written to a JSONL
-  file, as ``knowlyr record convert DIR -o OUT`` does (workers serialise, the caller writes).
+  file, as ``knowlyr record convert DIR -o OUT`` does (workers serialise, the caller writes;
+  the OpenHands adapters give each record as its JSON document, so no models are built).
 * with ``--ingest``: ``knowlyr.store.ingest`` into a fresh store (raw blobs, one Delta commit),
   and, as its baseline, the straightforward ingest: ``iter_records`` with every Trajectory
   kept, blobs written by the caller, one ``add_trajectories`` at the end.
