@@ -636,6 +636,16 @@ def profile_stages(corpus: Path, n: int = 2000) -> None:
     ]
     convert = us(adapter.convert, docs)
     rows[4] = (rows[4][0], convert - rows[5][1])
+    from knowlyr.store.tables import document_row
+
+    documents = [adapter.document(d) for d in docs]
+    for d in documents:
+        d["source"] = {"format": adapter.name, "path": "x.json", "blob": "0" * 64}
+    writers = [
+        ("writers: adapter.document (hash included)", us(adapter.document, docs)),
+        ("writers: the document's JSON (orjson)", us(document_row, documents)),
+        ("(models: adapter + hash + to_json)", 0.0),
+    ]
     rows.append(("= one process, end to end", us(lambda p: list(iter_records([p])), files)))
     rows.append(
         (
@@ -649,7 +659,8 @@ def profile_stages(corpus: Path, n: int = 2000) -> None:
     print(
         f"\nwhere the CPU time of one 20-step event-list log goes ({len(files):,} logs, best of 3):"
     )
-    for name, v in rows:
+    writers[2] = (writers[2][0], convert + us(lambda t: t.to_json(), trajs))
+    for name, v in rows + writers:
         print(f"  {name:42} {v:7.1f} us")
     print(
         "  (with workers=N the total CPU per log is the one-process figure plus both pool rows "
