@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, ClassVar
 
+import orjson
 from pydantic import BaseModel
 
 from knowlyr.errors import RecordError, UnknownFormatError
@@ -98,7 +99,7 @@ class Adapter(ABC):
     extensions: ClassVar[tuple[str, ...]] = (".json", ".jsonl")
     session: ClassVar[bool] = False
     priority: ClassVar[int] = 100
-    #: ``True`` when the adapter implements :meth:`document`.
+    #: ``True`` when the adapter builds :meth:`document` itself (not through the models).
     documents: ClassVar[bool] = False
 
     @abstractmethod
@@ -116,12 +117,15 @@ class Adapter(ABC):
     def document(
         self, obj: Any, *, path: str | None = None, line: int | None = None
     ) -> dict[str, Any]:
-        """Optional (set :attr:`documents`): what :meth:`convert` returns, as the JSON document
-        ``to_json`` writes, in plain Python objects (datetimes as :class:`~datetime.datetime`)
-        with ``source`` left empty; build it with :func:`trajectory_document`. Writers of
-        trajectory JSON (``knowlyr record convert``, the store's ingest) then never build the
-        models: for a 20-step log that is a third of the conversion."""
-        raise NotImplementedError(f"{type(self).__name__} has no document(); use convert()")
+        """What :meth:`convert` returns, as the JSON document ``to_json`` writes, in plain
+        Python objects, with ``source`` left empty. This default goes through the models;
+        an adapter that builds the document directly (with :func:`trajectory_document`) sets
+        :attr:`documents`, and writers of trajectory JSON (``knowlyr record convert``, the
+        store's ingest) then never build the models: for a 20-step log that is a third of
+        the conversion."""
+        doc = orjson.loads(self.convert(obj, path=path, line=line).to_json())
+        doc["source"] = {}
+        return doc
 
     def fail(self, reason: str, *, path: str | None = None, line: int | None = None) -> RecordError:
         """A :class:`RecordError` naming this format (``raise self.fail("no 'history'")``)."""

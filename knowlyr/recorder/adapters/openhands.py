@@ -22,6 +22,7 @@ become message steps, and a user's reply becomes that step's observation.
 from __future__ import annotations
 
 import hashlib
+from abc import abstractmethod
 from datetime import datetime
 from types import NoneType
 from typing import Any
@@ -481,16 +482,10 @@ def _instruction_id(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-class OpenHandsEventsAdapter(Adapter):
-    """A JSON array of OpenHands action / observation events (``tests/runtime/trajs/*.json``)."""
-
-    name = "openhands"
-    description = "OpenHands event list: JSON array of action/observation events (id, source, args, cause, extras)"
-    extensions = (".json",)
-    priority = 20
-
-    def sniff(self, obj: Any) -> bool:
-        return _is_event_list(obj)
+class _EventsAdapter(Adapter):
+    """An adapter whose records hold an OpenHands event list: :meth:`_parts` reads a record
+    into (task, :func:`convert_events` steps, the other :func:`trajectory` arguments), which
+    become the models (:meth:`convert`) or the JSON document (:meth:`document`)."""
 
     documents = True
 
@@ -503,6 +498,22 @@ class OpenHandsEventsAdapter(Adapter):
     ) -> dict[str, Any]:
         task_info, steps, parts = self._parts(obj, path, line)
         return trajectory_document(task_info, _step_documents(steps), **parts)
+
+    @abstractmethod
+    def _parts(self, obj: Any, path: str | None, line: int | None) -> tuple[Any, list, dict]:
+        """(task, steps, the other arguments of :func:`trajectory`) of one record."""
+
+
+class OpenHandsEventsAdapter(_EventsAdapter):
+    """A JSON array of OpenHands action / observation events (``tests/runtime/trajs/*.json``)."""
+
+    name = "openhands"
+    description = "OpenHands event list: JSON array of action/observation events (id, source, args, cause, extras)"
+    extensions = (".json",)
+    priority = 20
+
+    def sniff(self, obj: Any) -> bool:
+        return _is_event_list(obj)
 
     def _parts(self, obj: Any, path: str | None, line: int | None) -> tuple[Any, list, dict]:
         if not isinstance(obj, list):
@@ -551,7 +562,7 @@ def _tests(test_result: dict[str, Any], row: dict[str, Any]) -> tuple[Any, Any, 
     return (resolved if isinstance(resolved, bool) else None), passed, failed
 
 
-class OpenHandsOutputAdapter(Adapter):
+class OpenHandsOutputAdapter(_EventsAdapter):
     """One row of an OpenHands resolver or evaluation ``output.jsonl`` (``history`` + results)."""
 
     name = "openhands_output"
@@ -573,18 +584,6 @@ class OpenHandsOutputAdapter(Adapter):
 
     def split(self, doc: Any) -> list[Any]:
         return doc if isinstance(doc, list) else [doc]
-
-    documents = True
-
-    def convert(self, obj: Any, *, path: str | None = None, line: int | None = None) -> Trajectory:
-        task_info, steps, parts = self._parts(obj, path, line)
-        return trajectory(task_info, _step_models(steps), **parts)
-
-    def document(
-        self, obj: Any, *, path: str | None = None, line: int | None = None
-    ) -> dict[str, Any]:
-        task_info, steps, parts = self._parts(obj, path, line)
-        return trajectory_document(task_info, _step_documents(steps), **parts)
 
     def _parts(self, obj: Any, path: str | None, line: int | None) -> tuple[Any, list, dict]:
         if not isinstance(obj, dict):
