@@ -366,13 +366,12 @@ def _convert_one(
     """One record: a :class:`Converted`, or with a ``writer`` an :class:`Encoded`; a
     :class:`Rejected` with the reason when it cannot be converted."""
     try:
-        if writer is None:
-            return _finish(adapter.convert(obj, path=path, line=line), adapter, path, line, raw, hits, index)  # fmt: skip
-        if adapter.documents:
+        if writer is not None and adapter.documents:
             doc = adapter.document(obj, path=path, line=line)
             return _finish_document(doc, adapter, path, line, raw, hits, index, writer.put_raw)
         t = adapter.convert(obj, path=path, line=line)
-        return encode(_finish(t, adapter, path, line, raw, hits, index), writer.put_raw)
+        done = _finish(t, adapter, path, line, raw, hits, index)
+        return done if writer is None else encode(done, writer.put_raw)
     except RecordError as e:
         return Rejected(path, line, e.reason, raw)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError) as e:
