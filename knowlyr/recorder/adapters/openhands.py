@@ -319,22 +319,20 @@ def convert_events(
                     use = usage(p, c)
                     if use is not None:
                         use = fields_of(use)
-                s = (  # what step() builds, inlined: this runs for every action of every log
-                    {
-                        "index": len(steps),
-                        "thought": thought if type(thought) is str else as_str(thought),
-                        "action": call,
-                        "message": None,
-                        "observation": None,
-                        "reward": None,
-                        "usage": use,
-                        "token_ids": None,
-                        "logprobs": None,
-                        "timestamp": _time(e.get("timestamp")),
-                        "duration_s": None,
-                        "metadata": {},
-                    }
-                )
+                s = {  # every Step field, inlined: this runs for every action of every log
+                    "index": len(steps),
+                    "thought": thought if type(thought) is str else as_str(thought),
+                    "action": call,
+                    "message": None,
+                    "observation": None,
+                    "reward": None,
+                    "usage": use,
+                    "token_ids": None,
+                    "logprobs": None,
+                    "timestamp": _time(e.get("timestamp")),
+                    "duration_s": None,
+                    "metadata": {},
+                }
                 waiting.append(s)
             if pending_user:
                 s["metadata"]["user_message"] = "\n".join(pending_user)
