@@ -69,7 +69,6 @@ __all__ = [
     "observation",
     "outcome",
     "parse_time",
-    "put",
     "register_adapter",
     "source",
     "step",
@@ -436,11 +435,6 @@ def step(
             "metadata": _jsonable(metadata) if metadata else {},
         },
     )
-
-
-def put(model: Any, field: str, value: Any) -> None:
-    """Set a field of a model built here without pydantic's ``__setattr__`` (value already typed)."""
-    model.__dict__[field] = value
 
 
 def task(
