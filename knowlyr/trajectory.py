@@ -136,6 +136,18 @@ class Outcome(_Model):
     tests_passed: int | None = None
     tests_failed: int | None = None
     reason: str | None = Field(default=None, description="Exit status or why the episode ended.")
+    resolved: bool | None = Field(
+        default=None,
+        description="An evaluation's verdict (e.g. the SWE-bench harness); None when not evaluated.",
+    )
+    submission: str | None = Field(
+        default=None, description="What the agent submitted (a patch, an answer), when it did."
+    )
+    label_source: str | None = Field(
+        default=None,
+        description="Where success / resolved came from: 'log' (the log itself), 'env' (our "
+        "environment's check) or the results file that labelled it.",
+    )
 
 
 class Source(_Model):

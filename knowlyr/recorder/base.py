@@ -478,6 +478,9 @@ def outcome(
     tests_passed: Any = None,
     tests_failed: Any = None,
     reason: Any = None,
+    resolved: Any = None,
+    submission: Any = None,
+    label_source: Any = None,
 ) -> Outcome:
     return _build(
         Outcome,
@@ -489,6 +492,9 @@ def outcome(
             "tests_passed": as_int(tests_passed),
             "tests_failed": as_int(tests_failed),
             "reason": as_opt_str(reason),
+            "resolved": resolved if isinstance(resolved, bool) else None,
+            "submission": as_opt_str(submission),
+            "label_source": as_opt_str(label_source),
         },
     )
 
@@ -559,6 +565,9 @@ _OUTCOME_DEFAULT = {
     "tests_passed": None,
     "tests_failed": None,
     "reason": None,
+    "resolved": None,
+    "submission": None,
+    "label_source": None,
 }
 
 
