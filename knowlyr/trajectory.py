@@ -37,6 +37,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "INVALID_ACTION_TOOL",
     "SCHEMA_VERSION",
     "AgentInfo",
     "Observation",
@@ -53,6 +54,12 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = "1.0"
+
+#: Tool name of an action the model wrote but that could not be parsed (no tool call, a
+#: malformed one, several where one is expected). Its params hold ``raw`` (the text) and
+#: ``error`` (why). No env offers this tool: a bad generation is data, not a crash, and the
+#: reward rules count format errors as steps with this tool.
+INVALID_ACTION_TOOL = "invalid_action"
 
 
 class _Model(BaseModel):

@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from knowlyr.trajectory import Step, Trajectory
+from knowlyr.trajectory import INVALID_ACTION_TOOL, Step, Trajectory
 
 __all__ = [
     "ASSISTANT_JSON",
@@ -59,9 +59,9 @@ __all__ = [
 TOOL_CALL_START = "<tool_call>"
 TOOL_CALL_END = "</tool_call>"
 END_OF_TURN = "<|im_end|>"
-#: Tool name of the action returned for text that holds no parseable tool call. No env offers
-#: it, so the env answers with an error observation: a bad generation is data, not a crash.
-INVALID_ACTION_TOOL = "invalid_action"
+# INVALID_ACTION_TOOL (defined in knowlyr.trajectory, re-exported here): the tool name of the
+# action returned for text that holds no parseable tool call. No env offers it, so the env
+# answers with an error observation: a bad generation is data, not a crash.
 
 #: The compact JSON (``orjson.dumps``) of each kind of training message, with ``%b`` where a
 #: JSON-encoded field goes: :func:`trajectory_messages_json` fills them per message and the SFT
