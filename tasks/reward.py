@@ -23,7 +23,9 @@ class RewardParams(BaseModel):
     )
     layers: list[str] = Field(["rules"], description="'rules' and/or 'judge'")
     judge: str | None = Field(None, description="judge spec, e.g. 'anthropic:MODEL' (judge layer)")
-    outcome_weight: float = Field(0.5, ge=0, le=1, description="weight of success in the total")
+    outcome_weight: float | None = Field(
+        None, ge=0, le=1, description="weight of success in the total (None: the profile's)"
+    )
     shards: int = Field(1, gt=0, description="scoring tasks fanned out (judge calls)")
 
 

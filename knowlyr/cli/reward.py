@@ -71,7 +71,9 @@ def score(
     calibration: Path | None = typer.Option(
         None, help="Calibration map JSON from `reward calibrate`."
     ),
-    outcome_weight: float = typer.Option(0.0, help="Weight of the outcome (success) in the total."),
+    outcome_weight: float | None = typer.Option(
+        None, help="Weight of the outcome (success) in the total (default: the profile's)."
+    ),
     format: str | None = typer.Option(None, "--format", "-f", help="Force a recorder format."),
     store: str | None = typer.Option(
         None, "--store", "-s", help="Also append the rewards to this store."

@@ -119,6 +119,13 @@ class DomainProfile(BaseModel):
         default_factory=lambda: dict(_DEFAULT_WEIGHTS),
         validation_alias=AliasChoices("rubric_weights", "default_rubric_weights"),
     )
+    outcome_weight: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Weight of the outcome (success 1, failure 0) in a trajectory's total "
+        "reward, where the outcome is known; the process reward has the rest.",
+    )
     _index: dict[str, ToolSpec] = PrivateAttr(default_factory=dict)
     _alias: dict[str, str] = PrivateAttr(default_factory=dict)
 

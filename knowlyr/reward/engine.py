@@ -137,7 +137,8 @@ class RewardEngine:
         judge: an :class:`~knowlyr.reward.judge.LLMJudge` or a spec (``"anthropic:MODEL"``),
             required with the judge layer.
         calibration: a fitted :class:`~knowlyr.reward.calibration.CalibrationMap`.
-        outcome_weight: weight of the outcome (success = 1, failure = 0) in ``total``.
+        outcome_weight: weight of the outcome (success = 1, failure = 0) in ``total`` where
+            it is known (``None``: the profile's ``outcome_weight``).
 
     Raises:
         ConfigError: unknown layer, judge layer without a judge, bad weights.
@@ -151,13 +152,15 @@ class RewardEngine:
         judge: LLMJudge | str | None = None,
         calibration: CalibrationMap | None = None,
         *,
-        outcome_weight: float = 0.0,
+        outcome_weight: float | None = None,
     ):
         self.profile = get_profile(profile)
         self.layers = tuple(layers)
         bad = [x for x in self.layers if x not in _LAYERS]
         if bad or not self.layers:
             raise ConfigError(f"layers must be a non-empty subset of {_LAYERS}, got {layers!r}")
+        if outcome_weight is None:
+            outcome_weight = self.profile.outcome_weight
         if not 0.0 <= outcome_weight <= 1.0:
             raise ConfigError(f"outcome_weight must be in [0, 1], got {outcome_weight}")
         if "judge" in self.layers:

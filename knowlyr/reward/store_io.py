@@ -50,7 +50,7 @@ def engine_for(
     profile: str | None = None,
     layers: Sequence[str] = ("rules",),
     judge: str | None = None,
-    outcome_weight: float = 0.5,
+    outcome_weight: float | None = None,
 ) -> RewardEngine:
     """The reward engine of ``domain``: ``profile`` if given, else the domain's own profile.
 
@@ -77,7 +77,7 @@ def score_unscored(
     profile: str | None = None,
     layers: Sequence[str] = ("rules",),
     judge: str | None = None,
-    outcome_weight: float = 0.5,
+    outcome_weight: float | None = None,
     shard: int = 0,
     n_shards: int = 1,
 ) -> ScoreResult:
@@ -93,7 +93,7 @@ def score_unscored(
         profile: DomainProfile name for every trajectory (None: each one's domain).
         layers: ``"rules"`` and/or ``"judge"``.
         judge: judge spec such as ``"anthropic:MODEL"`` (judge layer).
-        outcome_weight: weight of success in the total.
+        outcome_weight: weight of success in the total (None: each profile's).
         shard: this shard's index, ``0 <= shard < n_shards``.
         n_shards: number of shards.
 

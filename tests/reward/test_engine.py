@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from knowlyr.core import get_profile
 from knowlyr.errors import ConfigError
 from knowlyr.reward.calibration import CalibrationMap
 from knowlyr.reward.engine import RewardEngine, rewards_frame
@@ -43,7 +44,7 @@ def test_rules_only_scores_without_network():
 
 def test_total_formula_counts_shortfall_against_reference():
     clean, sloppy = _clean_and_sloppy()
-    eng = RewardEngine("coding")
+    eng = RewardEngine("coding", outcome_weight=0.0)  # the process reward alone
     _, rs = eng.score([clean, sloppy])
     w = eng.weights
     # the batch median length of task t1 is (3 + 6) / 2 = 4.5
@@ -57,10 +58,11 @@ def test_total_formula_counts_shortfall_against_reference():
 
 def test_outcome_weight_and_weights_from_profile():
     clean, sloppy = _clean_and_sloppy()
-    eng = RewardEngine("coding", outcome_weight=0.5)
+    eng = RewardEngine("coding")  # the profile's outcome weight
+    assert eng.outcome_weight == get_profile("coding").outcome_weight == 0.5
     rc, rs = eng.score([clean, sloppy])
     assert rc.total == pytest.approx(1.0)
-    base = RewardEngine("coding").score([clean, sloppy])[1].total
+    base = RewardEngine("coding", outcome_weight=0.0).score([clean, sloppy])[1].total
     assert rs.total == pytest.approx(0.5 * base)  # failed: outcome term is 0
     assert sum(eng.weights.values()) == pytest.approx(1.0)
     assert set(eng.weights) == {
