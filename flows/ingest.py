@@ -27,6 +27,15 @@ class IngestParams(BaseModel):
         None, description="force a recorder format (default: detect per file)"
     )
     redact: bool = Field(True, description="redact secrets before anything is parsed or stored")
+    results: list[str] = Field(
+        default_factory=list,
+        description="evaluation results labelling outcomes by task id (SWE-bench report.json "
+        "files or trees, run summaries, {instance_id: resolved} maps); every trajectory of a "
+        "labelled instance gets the label",
+    )
+    override: bool = Field(
+        False, description="apply labels that contradict what a log or an earlier label says"
+    )
     reward: RewardParams = Field(default_factory=RewardParams, description="how to score them")
 
 
@@ -45,13 +54,24 @@ def _describe(p) -> str:
 
 @flow(name="ingest", flow_run_name=run_namer("ingest", _describe))
 def ingest(params: IngestParams) -> IngestReport:
-    """Convert a directory of agent logs into the store, dedup and reward them."""
+    """Convert a directory of agent logs into the store (labelled from evaluation results), dedup and reward them."""
     store_url = resolve_store(params.store_url)
     logs = fingerprint_logs(params.logs)
-    rec = record_logs(store_url, logs, format=params.format, redact=params.redact)
-    get_run_logger().info(
+    results = fingerprint_logs(params.results) if params.results else None
+    rec = record_logs(
+        store_url,
+        logs,
+        format=params.format,
+        redact=params.redact,
+        results=results,
+        override=params.override,
+    )
+    log = get_run_logger()
+    log.info(
         f"recorded {rec.read} records from {logs.files} files: {rec.new} new, "
         f"{rec.duplicates} duplicates, {rec.n_rejected} rejected -> trajectories@{rec.version}"
     )
+    if rec.labels is not None:
+        log.info("; ".join([f"labels: {rec.labels.summary()}", *rec.labels.problems()]))
     rewards = run_reward(rec.trajectories.ref, params.reward)
     return IngestReport(store_url=store_url, record=rec, rewards=rewards)

@@ -8,7 +8,8 @@ trajectory as an observation, never raised out of an environment.
 
     KnowlyrError
     ├── ConfigError                 bad parameter, profile or config file
-    │   └── UnknownEnvError         make()/spec() with an id nobody registered
+    │   ├── UnknownEnvError         make()/spec() with an id nobody registered
+    │   └── LabelError              a results / labels file that cannot be read (file, key, fix)
     ├── ActionError                 an action that is not {"tool": str, "params": dict}
     ├── SandboxError                a sandbox backend failed (not a command inside it)
     │   ├── BackendUnavailableError bubblewrap / Docker API missing (message has the fix)
@@ -35,6 +36,7 @@ __all__ = [
     "ExportError",
     "JudgeError",
     "KnowlyrError",
+    "LabelError",
     "NotFoundError",
     "RecordError",
     "RewardError",
@@ -61,6 +63,25 @@ class UnknownEnvError(ConfigError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class LabelError(ConfigError):
+    """A results or labels file (an evaluation's verdicts) could not be read.
+
+    Attributes:
+        path: the file.
+        key: the key (or ``line N``) that is wrong, when one is.
+        reason: what is wrong and how to fix it.
+    """
+
+    def __init__(self, reason: str, *, path: str | None = None, key: str | None = None):
+        self.reason = reason
+        self.path = path
+        self.key = key
+        where = path or "<input>"
+        if key is not None:
+            where = f"{where}: {key}"
+        super().__init__(f"{where}: {reason}")
 
 
 class ActionError(KnowlyrError, ValueError):

@@ -51,10 +51,22 @@ def fingerprint_logs(paths: list[str]) -> LogSet:
 
 @task(cache_policy=STAGE_CACHE, task_run_name="record-{logs.files}-logs", retries=1)
 def record_logs(
-    store_url: str, logs: LogSet, format: str | None = None, redact: bool = True
+    store_url: str,
+    logs: LogSet,
+    format: str | None = None,
+    redact: bool = True,
+    results: LogSet | None = None,
+    override: bool = False,
 ) -> IngestResult:
-    """Convert the logs with the recorder and add them to the store (dedup on content hash)."""
-    res = ingest(Store.open(store_url), logs.paths, format=format, redact=redact)
+    """Convert the logs with the recorder and add them to the store, labelled from results."""
+    res = ingest(
+        Store.open(store_url),
+        logs.paths,
+        format=format,
+        redact=redact,
+        results=results.paths if results is not None else None,
+        override=override,
+    )
     row = counts_table(
         "record",
         incoming=res.read,
@@ -65,4 +77,11 @@ def record_logs(
         table="trajectories",
     )
     publish_table("record-counts", [row], f"Logs recorded from {', '.join(logs.paths)}")
+    if res.labels is not None:
+        publish_table(
+            "label-counts",
+            [res.labels.counts()],
+            f"Outcome labels from {', '.join(results.paths) if results else ''}: "
+            + "; ".join(res.labels.problems(limit=5)),
+        )
     return res

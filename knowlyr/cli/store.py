@@ -1,4 +1,4 @@
-"""``knowlyr ingest`` and ``knowlyr store ls | log | show | lineage | gc``."""
+"""``knowlyr ingest`` and ``knowlyr store ls | log | show | lineage | label | gc``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from knowlyr.store import Store
 
 store_app = typer.Typer(
-    help="Inspect the versioned store: tables, history, trajectories, lineage, blob GC.",
+    help="Inspect the versioned store: tables, history, trajectories, lineage, labels, blob GC.",
     no_args_is_help=True,
 )
 
@@ -41,6 +41,30 @@ def _fail(e: Exception) -> typer.Exit:
     return typer.Exit(1)
 
 
+RESULTS_HELP = (
+    "Evaluation results that label outcomes (repeatable): a SWE-bench report.json or a "
+    "logs/run_evaluation/<run_id> tree of them, the harness's run summary "
+    "(resolved_ids / unresolved_ids / error_ids / empty_patch_ids), {instance_id: resolved}, "
+    '{"resolved": {instance_id: resolved}} or JSONL {"instance_id", "resolved"} lines. A label '
+    "applies to every trajectory whose task id is the instance id."
+)
+OVERRIDE_HELP = (
+    "Apply labels that contradict what a trajectory already says (the log's success or an "
+    "earlier label); without it they are reported and kept in the 'rejected' table."
+)
+
+
+def _echo_labels(rep) -> None:
+    typer.echo(f"labels: {rep.summary()}")
+    for line in rep.problems():
+        typer.echo(f"  {line}")
+    if rep.contradicting > rep.overridden:
+        typer.echo(
+            f"  {rep.contradicting - rep.overridden} contradicting labels not applied "
+            "(kept in the 'rejected' table): pass --override to apply them"
+        )
+
+
 def ingest(
     paths: list[Path] = typer.Argument(..., help="Log files or directories to record."),
     store: str | None = STORE_OPT,
@@ -59,15 +83,29 @@ def ingest(
         help="Commit every N new trajectories (default: one commit for the whole ingest, which "
         "holds every converted trajectory's JSON in memory until then).",
     ),
+    results: list[Path] = typer.Option([], "--results", "-r", help=RESULTS_HELP),
+    override: bool = typer.Option(False, "--override", help=OVERRIDE_HELP),
 ) -> None:
-    """Record the logs under PATH into the store: new, duplicate and rejected counts."""
+    """Record the logs under PATH into the store: new, duplicate and rejected counts.
+
+    With --results, outcomes are labelled from an evaluation (e.g. the SWE-bench harness's
+    resolved verdicts) as they are stored; trajectories of those instances stored earlier
+    are labelled too. Labels that arrive later: `knowlyr store label RESULTS`.
+    """
     from knowlyr.errors import KnowlyrError
     from knowlyr.store.ingest import ingest as run_ingest
 
     try:
         s = _open(store)
         res = run_ingest(
-            s, paths, format=format, redact=redact, workers=workers, batch_size=batch_size
+            s,
+            paths,
+            format=format,
+            redact=redact,
+            workers=workers,
+            batch_size=batch_size,
+            results=results or None,
+            override=override,
         )
     except (KnowlyrError, ValueError, OSError) as e:
         raise _fail(e) from e
@@ -77,13 +115,53 @@ def ingest(
     v = res.trajectories.version
     state = "new version" if res.trajectories.committed else "unchanged"
     typer.echo(f"trajectories@{v} ({state}, {res.trajectories.rows} rows) in {s.url}")
-    if res.rejected is not None:
+    if res.rejected is not None and res.n_rejected:
+        import polars as pl
+
         typer.echo(f"rejected@{res.rejected.version}: reasons kept in the 'rejected' table")
-        rows = s.read("rejected", version=res.rejected.version)
+        rows = s.read("rejected", version=res.rejected.version).filter(
+            ~pl.col("format").fill_null("").str.starts_with("labels:")
+        )
         for r in rows.tail(min(res.n_rejected, 10)).iter_rows(named=True):
             where = r["path"] if r["line"] is None else f"{r['path']}:{r['line']}"
             typer.echo(f"  rejected {where}: {r['reason']}")
+    if res.labels is not None:
+        _echo_labels(res.labels)
     typer.echo(f"run {res.run_id} ({res.seconds:.2f}s)")
+
+
+@store_app.command("label")
+def label(
+    results: list[Path] = typer.Argument(..., help=RESULTS_HELP),
+    store: str | None = STORE_OPT,
+    override: bool = typer.Option(False, "--override", help=OVERRIDE_HELP),
+) -> None:
+    """Label stored trajectories from evaluation results that arrived after the ingest.
+
+    Every trajectory whose task id is a labelled instance id (all runs of that instance)
+    gets outcome.resolved, success where its log did not know, test counts and
+    label_source, as ONE new version of the trajectories table (earlier versions keep the
+    old outcomes: `knowlyr store show ID --version N`). Prints applied / unchanged /
+    contradicting / unknown counts; running it again with the same files changes nothing.
+    """
+    from knowlyr.errors import KnowlyrError
+
+    try:
+        s = _open(store)
+        rep = s.attach_labels(results, override=override)
+    except (KnowlyrError, OSError) as e:
+        raise _fail(e) from e
+    _echo_labels(rep)
+    if rep.trajectories is not None:
+        typer.echo(
+            f"trajectories@{rep.trajectories.version} (new version, "
+            f"{rep.trajectories.duplicates} rows updated) in {s.url}"
+        )
+    else:
+        v = s.version("trajectories")
+        typer.echo(f"trajectories@{-1 if v is None else v} (unchanged) in {s.url}")
+    if rep.run_id:
+        typer.echo(f"run {rep.run_id}")
 
 
 @store_app.command("ls")
@@ -156,6 +234,13 @@ def show(
     )
     typer.echo(f"agent    {t.agent.name} {t.agent.model or ''}".rstrip())
     typer.echo(f"outcome  success={o.success} score={o.score} reason={o.reason}")
+    if o.resolved is not None or o.label_source:
+        tests = (
+            f" tests passed={o.tests_passed} failed={o.tests_failed}"
+            if o.tests_passed is not None
+            else ""
+        )
+        typer.echo(f"label    resolved={o.resolved}{tests} source={o.label_source}")
     typer.echo(f"source   {t.source.format} {t.source.path or ''} blob={t.source.blob}")
     typer.echo(f"steps    {len(t.steps)}")
     for st in t.steps[:50]:

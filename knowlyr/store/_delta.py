@@ -228,8 +228,9 @@ class DeltaTables:
         needs, including orphans left by writers that crashed before committing.
 
         Time travel to versions older than the retention stops working for files a later
-        version rewrote (MERGE updates); append-only tables like ``trajectories`` lose
-        nothing but orphans. ``dry_run`` only lists the files.
+        version rewrote (MERGE updates: ``on_duplicate="update"``, and labels attached to
+        ``trajectories`` by :func:`knowlyr.store.labels.attach_labels`); tables only ever
+        appended to lose nothing but orphans. ``dry_run`` only lists the files.
 
         Example:
             >>> store.vacuum("trajectories", dry_run=True, retention_hours=1)  # doctest: +SKIP

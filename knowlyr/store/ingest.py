@@ -4,6 +4,10 @@ Every record the recorder reads ends up somewhere: a converted one as a trajecto
 raw bytes as a blob named by ``trajectory.source.blob``), a rejected one as a row of the
 ``rejected`` table with the reason (its raw bytes as a blob too). The run is recorded in
 ``runs`` so lineage can reach the raw logs from any later dataset or checkpoint.
+
+With ``results`` (evaluation results files, see :mod:`knowlyr.labels`), each record's outcome
+is labelled before it is stored (matched on ``task_id`` == instance id), and trajectories of
+those instances stored earlier are labelled too (:mod:`knowlyr.store.labels`).
 """
 
 from __future__ import annotations
@@ -17,9 +21,12 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from knowlyr._gc import paused
+from knowlyr.store.labels import LabelReport
 from knowlyr.store.models import Manifest, RunRecord
 
 if TYPE_CHECKING:
+    import os
+
     from knowlyr.store.store import Store
 
 __all__ = ["IngestResult", "ingest"]
@@ -36,6 +43,7 @@ class IngestResult(BaseModel):
     n_rejected: int
     run_id: str
     seconds: float
+    labels: LabelReport | None = None
 
     @property
     def version(self) -> int:
@@ -51,6 +59,8 @@ def ingest(
     redact: bool = True,
     workers: int = 1,
     batch_size: int | None = None,
+    results: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None = None,
+    override: bool = False,
 ) -> IngestResult:
     """Convert the logs under ``paths`` with the recorder and add them to ``store``.
 
@@ -62,6 +72,12 @@ def ingest(
         workers: recorder processes (1 = in this process, 0 = one per CPU).
         batch_size: trajectories per Delta commit; ``None`` commits the whole ingest as one
             transaction (the default: one stage, one version).
+        results: evaluation results files or directories (SWE-bench ``report.json`` trees,
+            run summaries, ``{instance_id: resolved}`` maps, see :mod:`knowlyr.labels`). A
+            label applies to every trajectory of its instance: new records are labelled
+            before they are stored, earlier ones in one more commit when they change.
+        override: apply labels that contradict what a log (or an earlier label) says;
+            without it they are counted and kept in the ``rejected`` table.
 
     Example:
         >>> res = ingest(Store.open(), ["logs/"])                 # doctest: +SKIP
@@ -69,6 +85,7 @@ def ingest(
         (3, 0, 1, 0)
     """
     from knowlyr.recorder import Encoded, iter_encoded
+    from knowlyr.store import labels as lab
 
     if batch_size is not None and batch_size <= 0:
         raise ValueError(f"batch_size must be positive or None, got {batch_size}")
@@ -76,6 +93,11 @@ def ingest(
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     v_before = store.version("trajectories")
+    labels, inputs, tally, known = None, None, lab._Tally(), set()
+    if results is not None:  # read first: a bad results file fails before any write
+        labels, files = lab._as_labels(results)
+        inputs = lab._Inputs(files)
+        known = store.trajectory_ids(version=v_before) if v_before is not None else set()
     pending = []
     rejected_rows = []
     read = new = dups = 0
@@ -96,6 +118,9 @@ def ingest(
     ):
         read += 1
         if isinstance(rec, Encoded):
+            if labels and (label := labels.get(rec.row[1])) is not None and rec.id not in known:
+                rec, decision = lab.label_encoded(rec, label, override=override)
+                tally.add(rec.id, decision, label, None)
             pending.append(rec)
             if batch_size is not None and len(pending) >= batch_size:
                 flush()
@@ -112,16 +137,42 @@ def ingest(
     if pending or manifest is None:
         flush()
     assert manifest is not None
+    n_rejected = len(rejected_rows)  # records the recorder could not convert
+    report, label_rows = None, []
+    if labels is not None and inputs is not None:
+        report, label_rows = lab._finish(
+            store, labels, inputs, tally, override=override, exclude=set(tally.decisions)
+        )
+        if report.trajectories is not None:
+            manifest = manifest.model_copy(
+                update={
+                    "version": report.trajectories.version,
+                    "rows": report.trajectories.rows,
+                    "committed": True,
+                }
+            )
+        inputs.put(store)
+        rejected_rows.extend(label_rows)
     rej = store.append("rejected", rejected_rows) if rejected_rows else None
+    if report is not None and label_rows:
+        report.rejected = rej
     outputs: dict[str, int] = {}
     if manifest.committed or v_before != manifest.version:
         outputs["trajectories"] = manifest.version
     if rej is not None and rej.committed:
         outputs["rejected"] = rej.version
+    params: dict[str, object] = {
+        "paths": [str(p) for p in paths],
+        "format": format,
+        "redact": redact,
+    }
+    if report is not None:
+        params.update(override=override, labels=report.counts())
     run: RunRecord = store.record_run(
         "ingest",
+        inputs=report.inputs if report is not None else None,
         outputs=outputs,
-        params={"paths": [str(p) for p in paths], "format": format, "redact": redact},
+        params=params,
         started=started,
         status="completed",
     )
@@ -131,7 +182,8 @@ def ingest(
         read=read,
         new=new,
         duplicates=dups,
-        n_rejected=len(rejected_rows),
+        n_rejected=n_rejected,
         run_id=run.run_id,
         seconds=time.perf_counter() - t0,
+        labels=report,
     )

@@ -45,7 +45,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
 
+    from knowlyr.labels import Label
     from knowlyr.recorder.pipeline import Encoded
+    from knowlyr.store.labels import LabelReport
     from knowlyr.trajectory import Trajectory
 
 __all__ = ["DEFAULT_STORE", "Store"]
@@ -304,6 +306,25 @@ class Store(DeltaTables):
                     break
                 out.append(t)
         return out
+
+    def attach_labels(
+        self,
+        results: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | Mapping[str, Label],
+        *,
+        override: bool = False,
+    ) -> LabelReport:
+        """Apply evaluation labels (SWE-bench reports, run summaries, ``{id: resolved}`` maps)
+        to every stored trajectory of their instances, as one new version of
+        ``trajectories``; see :func:`knowlyr.store.labels.attach_labels`.
+
+        Example:
+            >>> rep = store.attach_labels(["logs/run_evaluation/run1"])  # doctest: +SKIP
+            >>> rep.applied, rep.unknown, rep.trajectories.version      # doctest: +SKIP
+            (12, ['astropy__astropy-7166'], 4)
+        """
+        from knowlyr.store.labels import attach_labels
+
+        return attach_labels(self, results, override=override)
 
     # -- blobs ----------------------------------------------------------------------------
 

@@ -176,7 +176,8 @@ TABLES: dict[str, TableSpec] = {
                 "format": "str",
                 "created_at": "datetime",
             },
-            "records the recorder could not convert, with the reason; raw bytes are blobs",
+            "records the recorder could not convert and labels not applied (contradictions), "
+            "with the reason; raw bytes (the log record, the results file) are blobs",
         ),
     ]
 }
