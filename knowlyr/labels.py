@@ -109,7 +109,7 @@ class Label:
     @property
     def kind(self) -> str:
         """The file kind, from :attr:`source` (``"swebench-report"``, ``"map"``...)."""
-        return self.source.split(":", 1)[0]
+        return self.source.split(":", 1)[0].split("/", 1)[0]
 
 
 @dataclass(frozen=True, slots=True)

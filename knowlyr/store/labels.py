@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -50,7 +49,6 @@ __all__ = ["Contradiction", "LabelReport", "attach_labels", "label_encoded"]
 _SUCCESS = TRAJECTORY_ROW.index("success")
 _DATA = TRAJECTORY_ROW.index("data")
 _TASK = TRAJECTORY_ROW.index("task_id")
-_BIG_INT = re.compile(rb"\d{19,}")  # orjson reads integers past 64 bits as floats
 _RETRIES = 20
 
 Results = Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | Mapping[str, Label]
@@ -153,18 +151,12 @@ class _Tally:
 
 
 def _relabel(data: bytes | str, label: Label, override: bool) -> tuple[LabelDecision, Any]:
-    """The decision for a trajectory given as its JSON, and the new JSON when it changes."""
-    raw = data.encode() if isinstance(data, str) else data
-    if _BIG_INT.search(raw):  # exact through the model when orjson would round a number
-        from knowlyr.trajectory import Outcome, Trajectory
+    """The decision for a trajectory given as its JSON, and the new JSON when it changes.
 
-        t = Trajectory.model_validate_json(raw)
-        dec = label_outcome(t.outcome.model_dump(exclude_none=True), label, override=override)
-        if dec.outcome is None:
-            return dec, None
-        t.outcome = Outcome.model_validate(dec.outcome)
-        return dec, t.to_json()
-    doc = orjson.loads(raw)
+    orjson reads and writes the document exactly: a trajectory never holds an integer past
+    64 bits (its content hash could not be computed), the only number orjson would round.
+    """
+    doc = orjson.loads(data)
     dec = label_outcome(doc.get("outcome") or {}, label, override=override)
     if dec.outcome is None:
         return dec, None

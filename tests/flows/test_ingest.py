@@ -44,3 +44,34 @@ def test_ingest_fixture_logs_then_rerun_is_cached_and_new_log_recomputes(fixture
     assert store.count("trajectories") == rec.new + rec3.new
     # Only the new trajectories are scored: the others already have a reward under this config.
     assert third.result().rewards[0].scored == rec3.new
+
+
+def test_ingest_with_results_labels_outcomes_and_a_new_results_file_recomputes(tmp_path):
+    from tests.store._labels import chat_log, write_jsonl, write_summary
+
+    logs = write_jsonl(
+        tmp_path / "logs" / "runs.jsonl",
+        [chat_log("inst-a", "run_1"), chat_log("inst-a", "run_2"), chat_log("inst-b", "run_1")],
+    )
+    summary = write_summary(tmp_path / "m.run1.json", resolved_ids=["inst-a"])
+    params = IngestParams(
+        logs=[str(logs)], store_url=str(tmp_path / "store"), results=[str(summary)]
+    )
+    state = ingest(params, return_state=True)
+    rec = state.result().record
+    assert rec.new == 3 and rec.labels is not None
+    assert (rec.labels.applied, rec.labels.unknown) == (2, [])
+    store = Store.open(rec.trajectories.store)
+    resolved = {t.outcome.resolved for t in store.read_trajectories() if t.task.task_id == "inst-a"}
+    assert resolved == {True} and store.version("trajectories") == 0
+    assert "label-counts" in artifact_keys(state.state_details.flow_run_id)
+
+    # labels that arrive later are a changed input: the record stage runs again and labels the
+    # stored trajectories (one new version) without adding any
+    later = write_summary(tmp_path / "m.run2.json", unresolved_ids=["inst-b", "inst-z"])
+    params2 = params.model_copy(update={"results": [str(summary), str(later)]})
+    rec2 = ingest(params2)
+    assert rec2.record.new == 0 and rec2.record.labels is not None
+    assert (rec2.record.labels.applied, rec2.record.labels.unchanged) == (1, 2)
+    assert rec2.record.labels.unknown == ["inst-z"]
+    assert rec2.record.version == 1 == store.version("trajectories")
