@@ -177,7 +177,7 @@ def list_formats() -> list[str]:
 
     Example:
         >>> list_formats()[:3]
-        ['knowlyr', 'swe_agent', 'knowlyr_legacy']
+        ['knowlyr', 'mini_swe_agent', 'swe_agent']
     """
     return [a.name for a in adapters()]
 

@@ -15,6 +15,7 @@ MODULES = [
     "knowlyr.recorder.transfer",
     "knowlyr.recorder.adapters.swe_agent",
     "knowlyr.recorder.adapters.agentgym",
+    "knowlyr.recorder.text_actions",
 ]
 
 

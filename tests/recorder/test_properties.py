@@ -30,6 +30,7 @@ SEEDS: dict[str, tuple[Path, bool]] = {
     "claude_code": (DATA / "claude_code_session.jsonl", True),
     "agentgym": (DATA / "agentgym_webshop.json", False),
     "atif": (DATA / "atif_session.json", False),
+    "mini_swe_agent": (DATA / "mini_swe_agent/django__django-11163.traj.json", False),
 }
 
 

@@ -4,6 +4,7 @@
 format             what
 =================  =============================================================
 knowlyr            our Trajectory JSON/JSONL (what ``record convert -o`` writes)
+mini_swe_agent     mini-swe-agent ``.traj.json`` (text actions: one fenced bash block a turn)
 swe_agent          SWE-agent ``.traj``
 knowlyr_legacy     the original knowlyr-agent recorder schema
 atif               ATIF v1.x
@@ -18,6 +19,14 @@ openai_chat        OpenAI chat messages with tool_calls (SWE-Gym style)
 
 from __future__ import annotations
 
-from knowlyr.recorder.adapters import agentgym, atif, chat, knowlyr, openhands, swe_agent
+from knowlyr.recorder.adapters import (
+    agentgym,
+    atif,
+    chat,
+    knowlyr,
+    mini_swe_agent,
+    openhands,
+    swe_agent,
+)
 
-__all__ = ["agentgym", "atif", "chat", "knowlyr", "openhands", "swe_agent"]
+__all__ = ["agentgym", "atif", "chat", "knowlyr", "mini_swe_agent", "openhands", "swe_agent"]
