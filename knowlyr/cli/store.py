@@ -55,7 +55,7 @@ OVERRIDE_HELP = (
 
 
 def _echo_labels(rep) -> None:
-    typer.echo(f"labels: {rep.summary()}")
+    typer.echo(rep.summary())
     for line in rep.problems():
         typer.echo(f"  {line}")
     if rep.contradicting > rep.overridden:

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+from knowlyr.store.labels import LabelReport
 from knowlyr.store.models import GcReport, Lineage, Manifest, RunRecord, TableRef
 from knowlyr.store.store import DEFAULT_STORE, Store, default_url
 from knowlyr.store.tables import TABLES, TableSpec
@@ -18,6 +19,7 @@ __all__ = [
     "DEFAULT_STORE",
     "TABLES",
     "GcReport",
+    "LabelReport",
     "Lineage",
     "Manifest",
     "RunRecord",

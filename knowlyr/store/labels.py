@@ -182,6 +182,7 @@ def _as_labels(results: Results) -> tuple[dict[str, Label], list[Path]]:
     """The labels and the results files they were read from."""
     if isinstance(results, Mapping):
         files = sorted({Path(lab.path) for lab in results.values() if lab.path})
+        files = [f for f in files if f.is_file()]
         return dict(results), files
     paths = [results] if isinstance(results, str | os.PathLike) else list(results)
     labels = load_labels(paths)

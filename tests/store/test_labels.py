@@ -449,7 +449,7 @@ def test_cli_ingest_with_results_and_store_label_later(tmp_path) -> None:
         app, ["ingest", str(logs), "--store", url, "--results", str(run), "-w", "1"]
     )
     assert res.exit_code == 0, res.output
-    assert "labels: 2 labels: 2 applied, 0 unchanged, 1 contradicting, 0 unknown" in res.output
+    assert "2 labels: 2 applied, 0 unchanged, 1 contradicting, 0 unknown instances" in res.output
     assert re.search(
         r"contradiction: trajectory \w+ \(task inst-b\) says resolved=True \(log\)", res.output
     )
@@ -486,3 +486,15 @@ def test_cli_bad_results_file_is_a_clear_error(tmp_path) -> None:
     words = " ".join(help_.output.split())
     assert "Every trajectory whose task id is a labelled instance id" in words
     assert "--override" in words and "run summary" in words
+
+
+def test_labels_given_as_objects(store: Store) -> None:
+    store.add_trajectories(_unlabelled())
+    rep = store.attach_labels({"t-5": Label("t-5", True, source="eval:nightly-7")})
+    assert (rep.applied, rep.inputs) == (2, {})
+    (run,) = store.runs(stage="label")
+    assert run.outputs == {"trajectories": 1} and run.inputs == {}
+    outcomes = {
+        t.outcome.label_source for t in store.read_trajectories(filter=pl.col("task_id") == "t-5")
+    }
+    assert outcomes == {"eval:nightly-7"}
