@@ -22,6 +22,7 @@ become message steps, and a user's reply becomes that step's observation.
 from __future__ import annotations
 
 import hashlib
+import re
 from abc import abstractmethod
 from datetime import datetime
 from types import NoneType
@@ -50,7 +51,8 @@ from knowlyr.recorder.base import (
     trajectory_document,
     usage,
 )
-from knowlyr.trajectory import Observation, Step, ToolCall, Trajectory, Usage
+from knowlyr.recorder.text_actions import BASH_BLOCK, parse_command_output, parse_text_action
+from knowlyr.trajectory import INVALID_ACTION_TOOL, Observation, Step, ToolCall, Trajectory, Usage
 
 _fromiso = datetime.fromisoformat
 
@@ -84,6 +86,14 @@ _FILE_KEYS = ("path", "content", "start", "end")
 
 def _is_event(e: Any) -> bool:
     return isinstance(e, dict) and ("action" in e or "observation" in e)
+
+
+# keys an OpenHands event has besides action / observation (a JSONL line is one event)
+_EVENT_KEYS = ("source", "args", "extras", "cause", "id", "timestamp", "message")
+
+
+def _is_event_line(x: Any) -> bool:
+    return _is_event(x) and any(k in x for k in _EVENT_KEYS)
 
 
 def _is_event_list(x: Any) -> bool:
@@ -215,6 +225,94 @@ def _time(x: Any) -> datetime | None:
     return None if x is None else parse_time(x)
 
 
+def _declared(e: dict[str, Any], info: dict[str, Any]) -> None:
+    """What an event declares about the run (the fields the original knowlyr recorder read):
+    the model (``extras.model`` or the event's own ``model``; the last one wins, as there),
+    and ``extras.agent_class``, ``extras.instance_id``, ``extras.max_iterations``."""
+    x = e.get("extras")
+    x = x if type(x) is dict else {}
+    model = x.get("model") or e.get("model")
+    if type(model) is str and model:
+        info["declared_model"] = model
+    for k in ("agent_class", "instance_id", "max_iterations"):
+        v = x.get(k)
+        if v is not None and v != "":
+            info[k] = v
+
+
+# actions that are not a tool the agent called
+_NOT_TOOLS = _SKIP_ACTIONS | {"message", "finish", "reject"}
+# CodeAct's action tags; a reply cut at the stop sequence lacks the closing tag (CodeAct
+# parsed such a reply as if it were closed)
+_EXECUTE = re.compile(r"<execute_(bash|ipython)>(.*?)(?:</execute_\1>|\Z)", re.DOTALL)
+_EXIT_LINE = re.compile(r"\[Command finished with exit code (-?\d+)\]\s*$")
+
+
+def _acts_through_tools(e: dict[str, Any]) -> bool:
+    a = e.get("action")
+    return a is not None and a not in _NOT_TOOLS and e.get("source") != "user"
+
+
+def _text_step(
+    index: int, text: str, args: dict[str, Any], timestamp: Any, text_log: bool
+) -> dict[str, Any] | None:
+    """The step of an agent message whose text holds an action (as older CodeAct logs have),
+    treated as the mini-swe-agent adapter treats a reply; ``None`` for a plain message.
+
+    ``<execute_bash>`` / ``<execute_ipython>`` tags are CodeAct's action syntax wherever they
+    appear; a fenced ```` ```bash ```` block counts only in a log where the agent never acts
+    through tools (in a tool-calling run such a block is an example shown to the user).
+    Exactly one is a ``bash {"command"}`` (``run_ipython {"code"}``) action, several or an
+    unclosed fence an ``invalid_action {"raw", "error"}``.
+    """
+    tags = list(_EXECUTE.finditer(text))
+    if tags:
+        if len(tags) == 1:
+            m = tags[0]
+            body = m.group(2).strip()
+            tool = "bash" if m.group(1) == "bash" else "run_ipython"
+            params = {"command": body} if tool == "bash" else {"code": body}
+            rest = (text[: m.start()] + text[m.end() :]).strip()
+        else:
+            tool = INVALID_ACTION_TOOL
+            params = {
+                "raw": text,
+                "error": f"found {len(tags)} execute blocks, expected exactly one",
+            }
+            rest = _EXECUTE.sub("", text).strip()
+    elif text_log and "```bash" in text:
+        a = parse_text_action(text, BASH_BLOCK)
+        if a.error is None:
+            tool, params = "bash", {"command": a.command}
+        else:
+            tool, params = INVALID_ACTION_TOOL, {"raw": text, "error": a.error}
+        rest = a.thought
+    else:
+        return None
+    thought = "\n".join(x for x in (as_str(args.get("thought")), rest) if x)
+    d = step(index, thought=thought, timestamp=timestamp).__dict__
+    d["action"] = {"tool": tool, "params": params}
+    return d
+
+
+def _text_observation(text: str) -> dict[str, Any]:
+    """The document of the observation a user message gives a text action: mini-swe-agent's
+    ``<returncode>``/``<output>`` when it has them, else the text (exit code from OpenHands'
+    "[Command finished with exit code N]")."""
+    if "<returncode>" in text:
+        code, out = parse_command_output(text)
+        return fields_of(observation(out, code))
+    m = _EXIT_LINE.search(text[-200:])
+    return {"output": text, "exit_code": int(m.group(1))} if m else {"output": text}
+
+
+def _drop(waiting: list[dict[str, Any]], s: dict[str, Any]) -> None:
+    for i, w in enumerate(waiting):
+        if w is s:
+            del waiting[i]
+            return
+
+
 def convert_events(
     events: list[Any],
     *,
@@ -227,9 +325,13 @@ def convert_events(
         ``(steps, info)``: each step as a dict of every :class:`Step` field whose action,
         observation and usage are already their JSON documents (:func:`_step_models` and
         :func:`_step_documents` finish them), and ``info`` with ``instruction``, ``model``,
-        ``finish`` (message, outputs, task_completed), ``error`` and ``system_prompt`` when
-        present.
+        ``finish`` (message, outputs, task_completed), ``error``, ``system_prompt``, and what
+        the events' ``extras`` declare (``agent_class``, ``instance_id``, ``max_iterations``)
+        and the task's ``task_id``, when present.
     """
+    flat = _flatten(events)
+    text_log: bool | None = None  # whether the agent acts only through text (see _text_step)
+    text_steps: set[int] = set()  # indexes of steps whose action came from a message's text
     steps: list[dict[str, Any]] = []
     by_id: dict[Any, dict[str, Any]] = {}
     waiting: list[dict[str, Any]] = []  # actions still without an observation, oldest first
@@ -237,8 +339,10 @@ def convert_events(
     starts: dict[int, datetime] = {}
     pending_user: list[str] = []
     seen_user = False
-    for e in _flatten(events):
+    for e in flat:
         src = e.get("source")
+        if "extras" in e or "model" in e:
+            _declared(e, info)
         if "action" in e:
             # type(...) is checks inline: this loop runs for every event of every log
             name = e.get("action")
@@ -258,19 +362,38 @@ def convert_events(
                         seen_user = True
                         if info["instruction"] is None:
                             info["instruction"] = text
+                        if args.get("task_id") is not None:
+                            info["task_id"] = as_str(args["task_id"])
                         continue
                     last = steps[-1] if steps else None
                     if last is not None and last["action"] is None and last["observation"] is None:
                         last["observation"] = {"output": text}  # the user's reply to the message
+                    elif (
+                        last is not None
+                        and last["observation"] is None
+                        and last["index"] in text_steps
+                    ):
+                        last["observation"] = _text_observation(text)  # what the command gave
+                        _drop(waiting, last)
                     else:
                         pending_user.append(text)
                     continue
-                s = step(
-                    len(steps),
-                    message=text,
-                    thought=args.get("thought", ""),
-                    timestamp=e.get("timestamp"),
-                ).__dict__
+                s = None
+                if "<execute_" in text or "```" in text:
+                    if text_log is None:
+                        text_log = not any(_acts_through_tools(x) for x in flat)
+                    s = _text_step(len(steps), text, args, e.get("timestamp"), text_log)
+                if s is None:
+                    s = step(
+                        len(steps),
+                        message=text,
+                        thought=args.get("thought", ""),
+                        timestamp=e.get("timestamp"),
+                    ).__dict__
+                else:
+                    text_steps.add(s["index"])
+                    if s["action"]["tool"] != INVALID_ACTION_TOOL:  # a command that may run
+                        waiting.append(s)
             else:
                 tcm = e.get("tool_call_metadata")
                 if type(tcm) is not dict:
@@ -459,9 +582,24 @@ _OPTIONAL = tuple(
 
 
 def _finish_outcome(info: dict[str, Any], **kw: Any) -> Any:
+    """The outcome: what the caller knows (``success``, test counts...), else what the finish
+    action carries: ``outputs.test_result`` (``success``, ``tests_passed``, ``tests_failed``)
+    or ``outputs.success``, as the original knowlyr recorder read them, else its
+    ``task_completed``."""
     fin = info.get("finish")
     tc = as_str(fin.get("task_completed")).lower() if fin else ""
     success = kw.pop("success", None)
+    outputs = fin.get("outputs") if fin else None
+    if isinstance(outputs, dict):
+        tr = outputs.get("test_result")
+        if isinstance(tr, dict):
+            if success is None and isinstance(tr.get("success"), bool):
+                success = tr["success"]
+            if kw.get("tests_passed") is None and kw.get("tests_failed") is None:
+                kw["tests_passed"] = tr.get("tests_passed")
+                kw["tests_failed"] = tr.get("tests_failed")
+        elif success is None and isinstance(outputs.get("success"), bool):
+            success = outputs["success"]
     if success is None and tc in ("true", "false"):
         success = tc == "true"
     if fin and fin["tool"] == "reject" and success is None:
@@ -503,17 +641,21 @@ class _EventsAdapter(Adapter):
 
 
 class OpenHandsEventsAdapter(_EventsAdapter):
-    """A JSON array of OpenHands action / observation events (``tests/runtime/trajs/*.json``)."""
+    """OpenHands action / observation events: a JSON array (``tests/runtime/trajs/*.json``)
+    or one event per line (``.jsonl``); either way the whole file is one trajectory."""
 
     name = "openhands"
-    description = "OpenHands event list: JSON array of action/observation events (id, source, args, cause, extras)"
-    extensions = (".json",)
+    description = "OpenHands event log: action/observation events (id, source, args, cause, extras) as a JSON array, or one per line (.jsonl); one file = one trajectory"
+    extensions = (".json", ".jsonl")
+    session = True  # a JSONL file of events is one record
     priority = 20
 
     def sniff(self, obj: Any) -> bool:
-        return _is_event_list(obj)
+        return _is_event_list(obj) or _is_event_line(obj)
 
     def _parts(self, obj: Any, path: str | None, line: int | None) -> tuple[Any, list, dict]:
+        if isinstance(obj, dict) and _is_event(obj):  # a file holding a single event
+            obj = [obj]
         if not isinstance(obj, list):
             raise self.fail(
                 f"expected a JSON array of events, got {type(obj).__name__}", path=path, line=line
@@ -528,12 +670,21 @@ class OpenHandsEventsAdapter(_EventsAdapter):
                 line=line,
             )
         instr = info["instruction"] or ""
-        md = {"system_prompt": info["system_prompt"]} if info.get("system_prompt") else None
+        md: dict[str, Any] = {}
+        if info.get("system_prompt"):
+            md["system_prompt"] = info["system_prompt"]
+        if info.get("max_iterations") is not None:
+            md["max_iterations"] = info["max_iterations"]
+        task_id = info.get("task_id") or info.get("instance_id") or _instruction_id(instr)
+        cls = info.get("agent_class")
         return (
-            task(_instruction_id(instr), instr, domain="coding"),
+            task(task_id, instr, domain="coding"),
             steps,
             {
-                "agent": agent_info("openhands", info.get("model")),
+                "agent": agent_info(
+                    f"openhands/{as_str(cls)}" if cls else "openhands",
+                    info.get("model") or info.get("declared_model"),
+                ),
                 "outcome": _finish_outcome(info),
                 "metadata": md,
             },
@@ -605,9 +756,18 @@ class OpenHandsOutputAdapter(_EventsAdapter):
         test_result = obj.get("test_result") if isinstance(obj.get("test_result"), dict) else {}
         resolved, passed, failed = _tests(test_result, obj)
         success = obj.get("success") if isinstance(obj.get("success"), bool) else resolved
+        if success is None and isinstance(test_result.get("success"), bool):
+            success = test_result["success"]  # the field the original knowlyr recorder read
+        if passed is None and failed is None:
+            passed, failed = test_result.get("tests_passed"), test_result.get("tests_failed")
         issue = obj.get("issue") if isinstance(obj.get("issue"), dict) else {}
         instance = obj.get("instance") if isinstance(obj.get("instance"), dict) else {}
-        task_id = obj.get("instance_id") or instance.get("instance_id")
+        task_id = (
+            obj.get("instance_id")
+            or instance.get("instance_id")
+            or info.get("task_id")
+            or info.get("instance_id")
+        )
         if not task_id and issue.get("repo"):
             task_id = f"{as_str(issue.get('owner'))}/{as_str(issue['repo'])}#{as_str(issue.get('number'))}"
         error = obj.get("error")
@@ -624,6 +784,7 @@ class OpenHandsOutputAdapter(_EventsAdapter):
             md["system_prompt"] = info["system_prompt"]
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         llm = meta.get("llm_config") if isinstance(meta.get("llm_config"), dict) else {}
+        cls = meta.get("agent_class") or info.get("agent_class")
         tmeta = {k: issue[k] for k in ("owner", "repo", "number", "title") if k in issue}
         if instance.get("repo"):
             tmeta["repo"] = instance["repo"]
@@ -640,12 +801,13 @@ class OpenHandsOutputAdapter(_EventsAdapter):
             steps,
             {
                 "agent": agent_info(
-                    f"openhands/{meta['agent_class']}" if meta.get("agent_class") else "openhands",
-                    llm.get("model") or info.get("model"),
+                    f"openhands/{as_str(cls)}" if cls else "openhands",
+                    llm.get("model") or info.get("model") or info.get("declared_model"),
                 ),
                 "outcome": _finish_outcome(
                     info,
                     success=success,
+                    resolved=resolved,
                     tests_passed=passed,
                     tests_failed=failed,
                     reason=as_str(error) if error else None,

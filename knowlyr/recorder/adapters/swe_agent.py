@@ -12,7 +12,8 @@
 Each ``trajectory`` entry is a step; its command is parsed into tool + arguments
 (:func:`parse_command`); when the model called a function (``history[].tool_calls``) its own
 arguments are kept instead. Without a ``trajectory`` list the steps come from ``history``
-(assistant ``action`` + the next user/tool message as observation).
+(assistant ``action`` + the next user/tool message as observation); such a file is detected
+by its history messages' ``role`` and ``agent`` fields, with or without ``info``.
 """
 
 from __future__ import annotations
@@ -197,13 +198,11 @@ class SWEAgentAdapter(Adapter):
             t = obj["trajectory"]
             return not t or (isinstance(t[0], dict) and "action" in t[0])
         h = obj.get("history")
-        return (
-            isinstance(h, list)
-            and isinstance(obj.get("info"), dict)
-            and bool(h)
-            and isinstance(h[0], dict)
-            and "role" in h[0]
-        )
+        if not (isinstance(h, list) and h and isinstance(h[0], dict) and "role" in h[0]):
+            return False
+        # a .traj that kept only its history (no trajectory, maybe no info): SWE-agent tags
+        # every history message with the agent that wrote it ("primary", "main")
+        return isinstance(obj.get("info"), dict) or "agent" in h[0]
 
     def convert(self, obj: Any, *, path: str | None = None, line: int | None = None) -> Trajectory:
         if not isinstance(obj, dict):
