@@ -95,6 +95,11 @@ _DEFAULT_WEIGHTS = {
     "non_redundancy": 0.15,
     "non_regression": 0.05,
     "efficiency": 0.10,
+    "command_success": 0.10,
+    "no_repeated_failure": 0.05,
+    "within_limits": 0.10,
+    "valid_format": 0.10,
+    "no_setback": 0.05,
 }
 
 
@@ -118,6 +123,13 @@ class DomainProfile(BaseModel):
     rubric_weights: dict[str, float] = Field(
         default_factory=lambda: dict(_DEFAULT_WEIGHTS),
         validation_alias=AliasChoices("rubric_weights", "default_rubric_weights"),
+    )
+    reference_steps: float | None = Field(
+        None,
+        gt=0,
+        description="A typical run's length in this domain: the reference for efficiency and "
+        "for the process reward when neither the task (reference_steps) nor the batch (other "
+        "runs of the same task) gives one.",
     )
     outcome_weight: float = Field(
         0.5,
@@ -292,15 +304,26 @@ _CODING = DomainProfile(
     },
     terminal_tools=["submit"],
     outcome_rule="tests",
+    # what happened in the run (failed and repeated commands, untested edits, the last test
+    # run, limits, format errors, setbacks) weighs about as much as how it was done
     rubric_weights={
         "goal_progress": 0.30,
         "tool_selection": 0.15,
         "param_correctness": 0.15,
-        "info_utilization": 0.10,
-        "non_redundancy": 0.15,
+        "info_utilization": 0.05,
+        "non_redundancy": 0.10,
         "non_regression": 0.10,
         "efficiency": 0.05,
+        "command_success": 0.15,
+        "no_repeated_failure": 0.10,
+        "edit_tested": 0.10,
+        "last_test_passed": 0.10,
+        "reproduced_first": 0.05,
+        "within_limits": 0.10,
+        "valid_format": 0.10,
+        "no_setback": 0.15,
     },
+    reference_steps=30,
 )
 
 _BROWSER = DomainProfile(
@@ -331,6 +354,9 @@ _BROWSER = DomainProfile(
         "param_correctness": 0.20,
         "info_utilization": 0.10,
         "non_redundancy": 0.15,
+        "command_success": 0.10,
+        "within_limits": 0.10,
+        "valid_format": 0.10,
     },
 )
 
@@ -373,6 +399,9 @@ _CONVERSATION = DomainProfile(
         "info_utilization": 0.15,
         "non_redundancy": 0.15,
         "efficiency": 0.10,
+        "command_success": 0.10,
+        "within_limits": 0.10,
+        "valid_format": 0.10,
     },
 )
 

@@ -33,6 +33,9 @@ _PATH_KEYS = ("path", "file", "file_path", "filename", "file_name")
 _CMD_KEYS = ("command", "cmd", "args", "input", "code")
 
 _SWE_READ = {"open", "goto", "scroll_up", "scroll_down", "cat", "head", "tail", "less", "more"}
+# Shell commands that write a file when their output is redirected into it.
+_SHELL_WRITERS = {"cat", "echo", "printf"}
+_REDIRECT = re.compile(r"\s(>>?)\s*['\"]?([\w./~-]+)")
 _SWE_SEARCH = {"find_file", "search_dir", "search_file", "grep", "find", "rg"}
 _SWE_COMMANDS = {
     "edit",
@@ -57,7 +60,9 @@ SHELL_TOOLS = frozenset(_SHELL_TOOLS)
 CMD_KEYS = _CMD_KEYS
 #: First words of a shell command line that :func:`action_facets` interprets (any other
 #: command line is just an execution).
-COMMAND_WORDS = frozenset({"edit", "create", "submit", "exit"} | _SWE_READ | _SWE_SEARCH)
+COMMAND_WORDS = frozenset(
+    {"edit", "create", "submit", "exit"} | _SWE_READ | _SWE_SEARCH | _SHELL_WRITERS
+)
 _ARG_KEYS = _PATH_KEYS + _OLD_KEYS + _CONTENT_KEYS
 _facets = tuple.__new__  # builds an ActionFacets from a full 6-tuple without the keyword layer
 
@@ -119,6 +124,17 @@ def _swe_command(text: str, open_file: str | None) -> ActionFacets | None:
         return ActionFacets(
             "write_file", "write", parts[1] if len(parts) > 1 else None, REGION, "*", ""
         )
+    if word in _SHELL_WRITERS:
+        m = _REDIRECT.search(first_line)
+        if m and not m[2].startswith("/dev/"):
+            # cat <<'EOF' > path, cat > path, echo ... > path: the file's whole new content;
+            # >> appends (no region to compare)
+            if m[1] == ">>":
+                return ActionFacets("write_file", "write", m[2])
+            body = rest.rsplit("\n", 1)[0] if rest.rstrip().endswith(("EOF", "END")) else rest
+            return ActionFacets("write_file", "write", m[2], REGION, "*", body)
+        if word not in _SWE_READ:
+            return None
     if word in _SWE_READ:
         parts = _split(first_line)
         target = (

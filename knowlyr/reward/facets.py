@@ -29,9 +29,20 @@ from knowlyr.reward.actions import (
     REGION,
     REPLACE,
     SHELL_TOOLS,
+    UNDO,
     ToolResolver,
     action_facets,
 )
+from knowlyr.reward.commands import (
+    ACT_EDIT,
+    ACT_INVALID,
+    ACT_RUN,
+    ACT_TEST,
+    EDIT_PATTERN,
+    RUN_PATTERN,
+    TEST_PATTERN,
+)
+from knowlyr.trajectory import INVALID_ACTION_TOOL
 
 if TYPE_CHECKING:
     import polars as pl
@@ -142,6 +153,9 @@ def facet_frame(
     if general or message:
         frames.append(_parsed(calls, sorted(general), resolver, message=message).lazy())
     d = pl.concat(frames, how="vertical_relaxed").sort("_pos")
+    # the rows are the calls in order (the message step's too): their tool names alongside
+    tools = pl.LazyFrame({"_tool": [c[0] for c in calls]}, schema={"_tool": pl.String})
+    d = pl.concat([d, tools], how="horizontal")
     kind, old, new = pl.col("edit_kind"), pl.col("_old_s"), pl.col("_new_s")
     replace, region = kind == REPLACE, kind == REGION
     text = pl.col("act_text").str.replace_all("end_of_edit", "", literal=True)
@@ -160,7 +174,27 @@ def facet_frame(
         act_text="act_text",
         # each distinct call's tokens, hashed like observation tokens
         _act_keys=pl.col("act_text").str.extract_all(TOKEN_PATTERN).list.eval(pl.element().hash()),
+        act_kind=_act_kind(),
     )
+
+
+def _act_kind() -> pl.Expr:
+    """What a call does (:mod:`knowlyr.reward.commands` bits): runs code, runs tests, edits
+    a file (a write tool, or a shell command that writes), is an invalid action."""
+    import polars as pl
+
+    execute = pl.col("cat") == "execute"
+    text = pl.col("act_text")
+    run = execute & text.str.contains(RUN_PATTERN)
+    test = run & text.str.contains(TEST_PATTERN)
+    edit = ((pl.col("cat") == "write") & (pl.col("edit_kind") != UNDO)) | (
+        execute & text.str.contains(EDIT_PATTERN)
+    )
+    invalid = pl.col("_tool") == INVALID_ACTION_TOOL
+    bits = [(run, ACT_RUN), (test, ACT_TEST), (edit, ACT_EDIT), (invalid, ACT_INVALID)]
+    return pl.sum_horizontal(
+        [pl.when(c).then(pl.lit(b, pl.UInt8)).otherwise(pl.lit(0, pl.UInt8)) for c, b in bits]
+    ).cast(pl.UInt8)
 
 
 def _filled(

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 #: Bumped whenever a rubric's wording or a rule's definition changes: part of the config hash.
-RUBRIC_VERSION = "1"
+RUBRIC_VERSION = "2"
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,58 @@ RULE_RUBRICS: dict[str, Rubric] = {
             "1 for steps within the task's reference length (TaskInfo reference_steps, else "
             "the median length of the batch's trajectories for the same task), "
             "reference/(index+1) for steps beyond it.",
+            "rules",
+        ),
+        Rubric(
+            "command_success",
+            "0 when the action failed (a non-zero exit code, an error, a write that wrote "
+            "nothing, a traceback in its output), else 1; not scored for message steps, "
+            "searches, invalid actions and runs before the first edit (a reproduction is "
+            "expected to fail).",
+            "rules",
+        ),
+        Rubric(
+            "no_repeated_failure",
+            "Scored when an identical call failed earlier in the run: 0 when it fails again, "
+            "1 when it now succeeds.",
+            "rules",
+        ),
+        Rubric(
+            "edit_tested",
+            "Scored on edits (a write tool, or a shell command that writes a file): 1 when "
+            "code is run afterwards (a test suite or a script), 0 when the edit is never "
+            "checked.",
+            "rules",
+        ),
+        Rubric(
+            "last_test_passed",
+            "Scored on the run's last execution of a test suite or script: 1 when it passed "
+            "(exit code 0, no failure or traceback in its output), else 0.",
+            "rules",
+        ),
+        Rubric(
+            "reproduced_first",
+            "Scored on the first edit: 1 when the agent ran code (a reproduction or the "
+            "tests) before it, else 0.",
+            "rules",
+        ),
+        Rubric(
+            "within_limits",
+            "Scored on the last step: 0 when the run was stopped by a limit (steps, cost, "
+            "time, context window) instead of ending by itself, else 1.",
+            "rules",
+        ),
+        Rubric(
+            "valid_format",
+            "0 for an action the agent's output did not express validly (no command, two "
+            "commands, an unclosed block, an unparseable tool call), else 1.",
+            "rules",
+        ),
+        Rubric(
+            "no_setback",
+            "0 when the agent's next thought says this step went wrong (the fix still fails, "
+            "an unexpected result, a mistake, something broke), else 1; not scored on the "
+            "last step.",
             "rules",
         ),
     )

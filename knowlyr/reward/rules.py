@@ -46,8 +46,15 @@ from typing import TYPE_CHECKING
 
 from knowlyr._gc import paused
 from knowlyr._switching import fine_gil_switching
-from knowlyr.core.profile import DomainProfile
+from knowlyr.core.profile import DomainProfile, get_profile
 from knowlyr.reward.actions import REGION, REPLACE, UNDO
+from knowlyr.reward.commands import (
+    ACT_EDIT,
+    ACT_INVALID,
+    ACT_RUN,
+    FAILURE_PATTERN,
+    SETBACK_PATTERN,
+)
 from knowlyr.reward.steps import (
     TOKEN_PATTERN,
     Scan,
@@ -75,7 +82,24 @@ __all__ = [
     "step_table",
 ]
 
-RULE_COLUMNS = ("non_redundancy", "non_regression", "info_utilization", "efficiency")
+#: The rubrics that read what happened in a run (see the module docstring).
+PROGRESS_COLUMNS = (
+    "command_success",
+    "no_repeated_failure",
+    "edit_tested",
+    "last_test_passed",
+    "reproduced_first",
+    "within_limits",
+    "valid_format",
+    "no_setback",
+)
+RULE_COLUMNS = (
+    "non_redundancy",
+    "non_regression",
+    "info_utilization",
+    "efficiency",
+    *PROGRESS_COLUMNS,
+)
 
 
 # polars engines: one table on its own gets both cores from the streaming engine; the chunks
@@ -125,6 +149,7 @@ def score_rules(
     """
     import polars as pl
 
+    profile = get_profile(profile)
     extractor = StepExtractor(profile)
     chunks = _chunks(trajectories, CHUNK_STEPS)
     worker = _ChunkWorker()
@@ -156,7 +181,7 @@ def score_rules(
             parts[i] = part.with_columns(pl.col("traj") + offset)
         offset += scan.per_traj.height
     per_traj = pl.concat([scan.per_traj for scan in scans])
-    return _with_efficiency(pl.concat(parts), _references(per_traj))
+    return _with_efficiency(pl.concat(parts), _references(per_traj, profile.reference_steps))
 
 
 #: Steps per chunk of :func:`score_rules`.
@@ -202,8 +227,8 @@ def _rubrics(table: pl.DataFrame, engine: str = _ENGINE) -> pl.DataFrame:
     import polars as pl
 
     lf = table.lazy().with_row_index("_row")
-    redundant, regressing, used, tokened, revealed = pl.collect_all(
-        [_redundant(lf), _regressing(lf), *_informed(lf)], engine=engine
+    redundant, regressing, used, tokened, revealed, progress, repeats, last_runs = pl.collect_all(
+        [_redundant(lf), _regressing(lf), *_informed(lf), *_progress(lf)], engine=engine
     )
     n = table.height
 
@@ -220,7 +245,7 @@ def _rubrics(table: pl.DataFrame, engine: str = _ENGINE) -> pl.DataFrame:
     step = table.get_column("step")
     # applicable when the action has a salient token and something was revealed before
     informed = flags(tokened) & (reveal.gather(traj) < step).fill_null(False)
-    return pl.DataFrame(
+    out = pl.DataFrame(
         {
             "traj": traj,
             "step": step,
@@ -230,13 +255,28 @@ def _rubrics(table: pl.DataFrame, engine: str = _ENGINE) -> pl.DataFrame:
                 pl.when(pl.lit(informed)).then(pl.lit(flags(used)).cast(pl.Float64))
             ).to_series(),
         }
-    )
+    ).hstack(progress)
+    sparse = [
+        _scattered(n, repeats, "no_repeated_failure"),
+        _scattered(n, last_runs, "last_test_passed"),
+    ]
+    return out.with_columns(sparse).select("traj", "step", *RULE_COLUMNS[:3], *PROGRESS_COLUMNS)
 
 
-def _references(per_traj: pl.DataFrame) -> pl.Series:
+def _scattered(n: int, rows: pl.DataFrame, name: str) -> pl.Series:
+    """A Float64 column of ``n`` nulls with ``rows``' values at their ``_row``."""
+    import polars as pl
+
+    out = pl.Series(name, [None] * n, dtype=pl.Float64)
+    if rows.height:
+        out = out.scatter(rows.get_column("_row"), rows.get_column(name))
+    return out
+
+
+def _references(per_traj: pl.DataFrame, default: float | None = None) -> pl.Series:
     """Each trajectory's reference length: its own (``ref_steps``), else the median length of
     the batch's trajectories of its task when there are at least two (``task``, ``n_steps``;
-    trajectories without steps do not count)."""
+    trajectories without steps do not count), else ``default`` (the profile's)."""
     import polars as pl
 
     median = (
@@ -247,7 +287,7 @@ def _references(per_traj: pl.DataFrame) -> pl.Series:
     )
     return (
         per_traj.join(median, on="task", how="left", maintain_order="left")
-        .select(reference=pl.coalesce("ref_steps", "_med"))
+        .select(reference=pl.coalesce("ref_steps", "_med", pl.lit(default, pl.Float64)))
         .to_series()
     )
 
@@ -262,8 +302,14 @@ def _with_efficiency(rubrics: pl.DataFrame, reference: pl.Series) -> pl.DataFram
         "traj",
         "step",
         *RULE_COLUMNS[:3],
-        efficiency=pl.when(ref.is_null()).then(None).when(i1 <= ref).then(1.0).otherwise(ref / i1),
-        reference=ref,
+        pl.when(ref.is_null())
+        .then(None)
+        .when(i1 <= ref)
+        .then(1.0)
+        .otherwise(ref / i1)
+        .alias("efficiency"),
+        *PROGRESS_COLUMNS,
+        ref.alias("reference"),
     )
 
 
@@ -402,6 +448,71 @@ def _informed(lf: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFram
     )
     revealed = obs_tok.group_by("traj").agg(_reveal=step.min())
     return used, act_tok.select("_row"), revealed
+
+
+def _progress(lf: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    """The rubrics that read what happened (see the module docstring): failed commands,
+    repeated failures, untested edits, the last run's result, a reproduction before the first
+    edit, a stop by a limit, format errors, setbacks.
+
+    Returns three queries: the dense rubrics, one row per step in table order; the rows that
+    repeat a call which failed earlier in their trajectory (``_row``, ``no_repeated_failure``);
+    the last run of each trajectory (``_row``, ``last_test_passed``). The two sparse ones look
+    only at the few rows concerned (output text is searched on last runs alone).
+    """
+    import polars as pl
+
+    kind = pl.col("act_kind")
+    step, traj = pl.col("step"), pl.col("traj")
+    action = pl.col("cat") != ""
+    run = (kind & ACT_RUN) != 0
+    edit = (kind & ACT_EDIT) != 0
+    invalid = (kind & ACT_INVALID) != 0
+    failed = pl.col("failed")
+    run_i, edit_i = run.cast(pl.Int32), edit.cast(pl.Int32)
+    runs_before = _before(run_i)
+    edits_before = _before(edit_i)
+    # runs after this row: the trajectory's total (at its last row, carried back) minus
+    # those up to here
+    last = step + 1 == pl.col("n_steps")
+    total_runs = pl.when(last).then(runs_before + run_i).backward_fill()
+    runs_after = total_runs - runs_before - run_i
+    setback = pl.col("thought").str.contains(SETBACK_PATTERN)
+
+    def score(ok: pl.Expr) -> pl.Expr:
+        return ok.cast(pl.Float64)
+
+    dense = lf.select(
+        # runs before the first edit reproduce the problem: they are expected to fail; a
+        # search that finds nothing (grep's exit code 1) is an answer, not a failure
+        command_success=pl.when(
+            action & ~invalid & (pl.col("cat") != "search") & ~(run & (edits_before == 0))
+        ).then(score(~failed)),
+        edit_tested=pl.when(edit).then(score(runs_after > 0)),
+        reproduced_first=pl.when(edit & (edits_before == 0)).then(score(runs_before > 0)),
+        within_limits=pl.when(last).then(score(~pl.col("stopped"))),
+        valid_format=pl.when(action).then(score(~invalid)),
+        # the agent's own next thought says this step went wrong
+        no_setback=pl.when(action & ~last).then(score(~setback.shift(-1))),
+    )
+    # an identical call of the trajectory failed before (one 64-bit key per trajectory and
+    # call): the first failure of each failing key, then the later rows of those keys
+    keyed = lf.select("_row", "step", "failed", _k=pl.col("sig") ^ (traj.cast(pl.UInt64) * _MIX))
+    first_fail = keyed.filter("failed").group_by("_k").agg(_first=step.min())
+    repeats = (
+        keyed.join(first_fail, on="_k", how="inner")
+        .filter(step > pl.col("_first"))
+        .select("_row", no_repeated_failure=score(~failed))
+    )
+    last_runs = (
+        lf.with_columns(_after=runs_after)
+        .filter(run & (pl.col("_after") == 0))
+        .select(
+            "_row",
+            last_test_passed=score(~failed & ~pl.col("obs_text").str.contains(FAILURE_PATTERN)),
+        )
+    )
+    return dense, repeats, last_runs
 
 
 def _one(steps: Sequence[Step], profile: DomainProfile | str, column: str, task: TaskInfo | None):

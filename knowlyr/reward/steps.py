@@ -17,6 +17,7 @@ same trajectory that named a file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -25,8 +26,9 @@ import orjson
 from knowlyr._gc import paused
 from knowlyr.core.profile import DomainProfile, get_profile
 from knowlyr.reward.actions import ToolResolver
+from knowlyr.reward.commands import LIMIT_PATTERN, TRACEBACK
 from knowlyr.reward.facets import TOKEN_PATTERN, extend_facets, facet_frame
-from knowlyr.trajectory import TaskInfo, Trajectory
+from knowlyr.trajectory import Outcome, TaskInfo, Trajectory
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,14 +42,20 @@ __all__ = [
     "assemble",
     "reference_steps",
     "step_table",
+    "stopped_by_limit",
     "table_plan",
 ]
 
 STEP_COLUMNS = (
     "traj", "step", "task", "n_steps", "ref_steps", "cat", "target", "sig", "ok", "edit_kind",
     "fwd", "rev", "region", "content", "act_text", "act_keys", "obs_text", "instruction",
+    "act_kind", "failed", "stopped", "thought",
 )  # fmt: skip
 
+_LIMIT = re.compile(LIMIT_PATTERN)
+
+#: Characters of a thought scanned for a setback.
+THOUGHT_CAP = 2_000
 #: Characters of an observation (and of the task instruction) scanned for tokens.
 OBS_CAP = 20_000
 # A write whose output starts with one of these, or names one of these in its first 400
@@ -61,6 +69,18 @@ _FAILURE_TEXT = [
     "No such file or directory",
     "is not a valid",
 ]
+
+
+def stopped_by_limit(outcome: Outcome) -> bool:
+    """Whether a run was cut off by a limit (steps, cost, time, context window) rather than
+    ending by itself: ``truncated``, or an exit status / reason naming a limit, on a run
+    that did not succeed."""
+    if outcome.success:
+        return False
+    if outcome.truncated:
+        return True
+    reason = outcome.reason
+    return bool(reason) and _LIMIT.search(reason) is not None
 
 
 def reference_steps(task: TaskInfo) -> float | None:
@@ -110,6 +130,7 @@ class Scan(NamedTuple):
 
     ids: pl.Series  # UInt32 distinct-call id per step (0: a message step)
     outs: pl.Series  # String observation output per step ("" without one)
+    thoughts: pl.Series  # String thought per step
     bad: np.ndarray  # rows whose exit code or error reports a failure
     per_traj: pl.DataFrame  # task, n_steps, ref_steps, instruction per trajectory
 
@@ -145,17 +166,21 @@ class StepExtractor:
         base = self._planned + len(pending)
         ids: list[int] = []
         outs: list[str] = []
+        thoughts: list[str] = []
         bad: list[int] = []
         lengths: list[int] = []
         tasks: list[TaskInfo] = []
-        id_a, out_a, bad_a = ids.append, outs.append, bad.append
+        stopped: list[bool] = []
+        id_a, out_a, bad_a, th_a = ids.append, outs.append, bad.append, thoughts.append
         get = calls.get
         dumps = orjson.dumps
         for traj in trajectories:
             steps = traj.steps
             lengths.append(len(steps))
             tasks.append(traj.task)
+            stopped.append(stopped_by_limit(traj.outcome))
             for step in steps:
+                th_a(step.thought)
                 action = step.action
                 if action is None:
                     id_a(0)
@@ -181,13 +206,15 @@ class StepExtractor:
                 "n_steps": lengths,
                 "ref_steps": [reference_steps(t) for t in tasks],
                 "instruction": [t.instruction[:OBS_CAP] if n else "" for t, n in zip(tasks, lengths, strict=True)],
+                "stopped": stopped,
             },
             schema={"task": pl.String, "n_steps": pl.UInt32, "ref_steps": pl.Float64,
-                    "instruction": pl.String},
+                    "instruction": pl.String, "stopped": pl.Boolean},
         )  # fmt: skip
         return Scan(
             pl.Series("ids", ids, dtype=pl.UInt32),
             pl.Series("obs_text", outs, dtype=pl.String),
+            pl.Series("thought", thoughts, dtype=pl.String),
             np.asarray(bad, dtype=np.int64),
             per_traj,
         )
@@ -222,7 +249,7 @@ def table_plan(scan: Scan, facets: pl.DataFrame) -> pl.LazyFrame:
     import numpy as np
     import polars as pl
 
-    ids, obs, bad, per_traj = scan
+    ids, obs, thoughts, bad, per_traj = scan
     n = len(ids)
     lens = per_traj.get_column("n_steps").to_numpy().astype(np.int64)
     starts = np.zeros(len(lens), dtype=np.int64)
@@ -253,11 +280,12 @@ def table_plan(scan: Scan, facets: pl.DataFrame) -> pl.LazyFrame:
             pl.Series("step", np.arange(n, dtype=np.int64) - np.repeat(starts, lens)),
             pl.Series("_ok", ok),
             obs,
+            thoughts,
             instruction,
         ]
     ).lazy()
     tr = pl.col("traj")
-    per_row = [pl.lit(per_traj.get_column(c)).gather(tr).alias(c) for c in ("task", "n_steps", "ref_steps")]  # fmt: skip
+    per_row = [pl.lit(per_traj.get_column(c)).gather(tr).alias(c) for c in ("task", "n_steps", "ref_steps", "stopped")]  # fmt: skip
     lf = pl.concat(
         [rows, facets.lazy().select(pl.all().gather(pl.lit(ids)))],  # each call's facets
         how="horizontal",
@@ -295,4 +323,9 @@ def table_plan(scan: Scan, facets: pl.DataFrame) -> pl.LazyFrame:
         act_keys="_act_keys",
         obs_text="obs_text",
         instruction="instruction",
+        act_kind="act_kind",
+        # the action failed: an exit code or error, a write that wrote nothing, a traceback
+        failed=~pl.col("_ok") | pl.col("obs_text").str.contains(TRACEBACK, literal=True),
+        stopped="stopped",
+        thought=pl.col("thought").str.head(THOUGHT_CAP),
     )

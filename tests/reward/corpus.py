@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from knowlyr.trajectory import Observation, Step, TaskInfo, ToolCall, Trajectory
+from knowlyr.trajectory import Observation, Outcome, Step, TaskInfo, ToolCall, Trajectory
 
 _FILES = ["a.py", "src/b.py", "pkg/mod_1/c.py", "/w/app/d_2.ts", "über.py"]
 _TEXTS = ["x = 1", "x = 2", "return self.value", "def f_1(): pass", "", "ünïcode 42"]
@@ -29,6 +29,19 @@ _OUTPUTS = [
     "found 3 matches in pkg/mod_1/c.py and src/b.py",
     "line 1234 of über.py: ident_7 x.y.z",
     "end_of_edit",
+    "===== 2 failed, 3 passed in 0.1s =====",
+    "Ran 4 tests\n\nOK",
+    'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad',
+    "FAILED (failures=1)",
+]
+_THOUGHTS = [
+    "",
+    "Let me look at the file.",
+    "The test still fails after the edit.",
+    "Wait, that is not the right file.",
+    "That was a mistake; I'll undo it.",
+    "Unexpectedly, the output changed.",
+    "The await keyword is fine here.",  # 'wait' inside a word is no setback
 ]
 
 
@@ -81,6 +94,9 @@ def _action(rng: random.Random) -> ToolCall | None:
         lambda: ("bash", {"command": rng.choice(["  \n open " + f, "\tcat " + f, "", "exit", "ls -la"])}),
         lambda: ("bash", {"command": "ls", "path": f}),
         lambda: ("execute_bash", {"command": f"pytest {f}", "timeout": "30"}),
+        lambda: ("bash", {"command": rng.choice([f"python reproduce_{n}.py", "python -m pytest -q tests", "./runtests.py x", f"python -c 'import {n}'"])}),
+        lambda: ("bash", {"command": rng.choice([f"sed -i 's/a/b/' {f}", f"cat <<'EOF' > {f}\n{new}\nEOF", f"echo '{new}' >> {f}", "git apply fix.patch", f"cat {f} > /dev/null"])}),
+        lambda: ("invalid_action", {"raw": "two blocks", "error": "found 2 bash blocks, expected exactly one"}),
         lambda: ("view_document", {"path": f}),
         lambda: ("query_db", {"id": n, "table": "orders", "strict": True, "limit": None}),
         lambda: ("query_db", {"id": float(n), "table": "orders", "strict": True, "limit": None}),
@@ -109,12 +125,19 @@ def make_corpus(n_traj: int, *, seed: int = 0) -> list[Trajectory]:
                 error = "boom" if rng.random() < 0.03 else None
                 obs = Observation(output=rng.choice(_OUTPUTS), exit_code=code, error=error)
             message = "thinking about it" if action is None else None
-            steps.append(Step(index=i, action=action, message=message, observation=obs))
+            thought = rng.choice(_THOUGHTS)
+            steps.append(
+                Step(index=i, thought=thought, action=action, message=message, observation=obs)
+            )
         meta = {"reference_steps": rng.choice([3, 12, 0, "x"])} if t % 3 == 0 else {}
         extra = {"reference_steps": 5} if t % 7 == 0 else {}
         instruction = rng.choice(
             ["", "Fix f_1 in pkg/mod_1/c.py", "Make value_3 work (issue 1234)"]
         )
         task = TaskInfo(task_id=f"task{t % 5}", instruction=instruction, metadata=meta, **extra)
-        out.append(Trajectory(id=f"c{t}", task=task, steps=steps))
+        outcome = rng.choice(
+            [Outcome(), Outcome(truncated=True), Outcome(reason="LimitsExceeded"),
+             Outcome(reason="Submitted"), Outcome(success=True, reason="cost limit")]
+        )  # fmt: skip
+        out.append(Trajectory(id=f"c{t}", task=task, steps=steps, outcome=outcome))
     return out

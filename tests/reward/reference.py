@@ -1,4 +1,4 @@
-"""The four rule rubrics computed one step at a time in plain Python: the specification the
+"""The rule rubrics computed one step at a time in plain Python: the specification the
 vectorised rule layer (:mod:`knowlyr.reward.rules`) must reproduce exactly.
 
 Slow on purpose: every step goes through :func:`action_facets` with the SWE-agent open-file
@@ -14,8 +14,16 @@ from collections.abc import Sequence
 from knowlyr.core import get_profile
 from knowlyr.core.profile import DomainProfile
 from knowlyr.reward.actions import REGION, REPLACE, UNDO, action_facets
+from knowlyr.reward.commands import (
+    EDIT_PATTERN,
+    FAILURE_PATTERN,
+    RUN_PATTERN,
+    SETBACK_PATTERN,
+    TRACEBACK,
+)
 from knowlyr.reward.rules import TOKEN_PATTERN, reference_steps
-from knowlyr.trajectory import Trajectory
+from knowlyr.reward.steps import THOUGHT_CAP, stopped_by_limit
+from knowlyr.trajectory import INVALID_ACTION_TOOL, Trajectory
 
 _TOKEN = re.compile(TOKEN_PATTERN)
 _CAP = 20_000  # characters of an observation / instruction scanned for tokens
@@ -46,10 +54,81 @@ def _failed(out: str) -> bool:
     return out.startswith(_FAILURE_PREFIXES) or any(t in out[:400] for t in _FAILURE_TEXT)
 
 
-Row = tuple[float, float, float | None, float | None, float | None]
+Row = tuple[float | None, ...]
 
 
 def reference_rules(trajectories: Sequence[Trajectory], profile: DomainProfile | str) -> list[Row]:
+    """Every rule rubric in :data:`~knowlyr.reward.rules.RULE_COLUMNS` order, then the
+    reference length, per step of every trajectory, in order."""
+    first = _how_rules(trajectories, profile)
+    second = _what_happened(trajectories, profile)
+    return [a[:4] + b + a[4:] for a, b in zip(first, second, strict=True)]
+
+
+def _what_happened(trajectories: Sequence[Trajectory], profile: DomainProfile | str) -> list[Row]:
+    """``(command_success, no_repeated_failure, edit_tested, last_test_passed,
+    reproduced_first, within_limits, valid_format, no_setback)`` per step."""
+    import orjson
+
+    prof = get_profile(profile)
+    out: list[Row] = []
+    for t in trajectories:
+        n = len(t.steps)
+        open_file = None
+        rows = []  # per step: action, cat, run, edit, invalid, failed, sig, text
+        for s in t.steps:
+            obs = s.observation
+            text = (obs.output if obs is not None else "")[:_CAP]
+            if s.action is None:
+                rows.append((False, "", False, False, False, False, None, text))
+                continue
+            a = s.action
+            f = action_facets(prof, a.tool, a.params, open_file)
+            if f.target is not None and (f.category == "read" or f.tool == "write_file"):
+                open_file = f.target
+            ok = obs is None or (obs.exit_code in (None, 0) and obs.error is None)
+            if f.category == "write" and ok and _failed(text):
+                ok = False
+            failed = not ok or TRACEBACK in text
+            params = _text_of(a.params)
+            execute = f.category == "execute"
+            run = execute and re.search(RUN_PATTERN, params) is not None
+            edit = (f.category == "write" and f.edit_kind != UNDO) or (
+                execute and re.search(EDIT_PATTERN, params) is not None
+            )
+            sig = (f.tool, a.tool, orjson.dumps(a.params, option=orjson.OPT_SORT_KEYS), f.target)
+            rows.append(
+                (True, f.category, run, edit, a.tool == INVALID_ACTION_TOOL, failed, sig, text)
+            )
+        setback = [re.search(SETBACK_PATTERN, s.thought[:THOUGHT_CAP]) is not None for s in t.steps]
+        n_runs = sum(r[2] for r in rows)
+        stopped = stopped_by_limit(t.outcome)
+        runs_before = edits_before = 0
+        failed_sigs: set[tuple] = set()
+        for i, (action, cat, run, edit, invalid, failed, sig, text) in enumerate(rows):
+            last = i == n - 1
+            runs_after = n_runs - runs_before - run
+            success = None
+            if action and not invalid and cat != "search" and not (run and edits_before == 0):
+                success = float(not failed)
+            repeat = float(not failed) if action and sig in failed_sigs else None
+            tested = float(runs_after > 0) if edit else None
+            passed = None
+            if run and runs_after == 0:
+                passed = float(not failed and re.search(FAILURE_PATTERN, text) is None)
+            first = float(runs_before > 0) if edit and edits_before == 0 else None
+            within = float(not stopped) if last else None
+            valid = float(not invalid) if action else None
+            no_setback = float(not setback[i + 1]) if action and not last else None
+            out.append((success, repeat, tested, passed, first, within, valid, no_setback))
+            runs_before += run
+            edits_before += edit
+            if action and failed:
+                failed_sigs.add(sig)
+    return out
+
+
+def _how_rules(trajectories: Sequence[Trajectory], profile: DomainProfile | str) -> list[Row]:
     """``(non_redundancy, non_regression, info_utilization, efficiency, reference)`` per step
     of every trajectory, in order."""
     import orjson
@@ -64,7 +143,7 @@ def reference_rules(trajectories: Sequence[Trajectory], profile: DomainProfile |
     for t in trajectories:
         ref = reference_steps(t.task)
         if ref is None:
-            ref = medians.get(t.task.task_id)
+            ref = medians.get(t.task.task_id, prof.reference_steps)
         seen: dict[tuple, int] = {}  # call signature -> state counter after its last use
         executes = writes = 0
         writes_to: dict[str, int] = {}

@@ -12,14 +12,18 @@ from knowlyr.reward.calibration import CalibrationMap
 from knowlyr.reward.engine import RewardEngine, rewards_frame
 from knowlyr.reward.judge import LLMJudge, make_backend
 from knowlyr.reward.preferences import build_preferences, leaderboard, preferences_frame
+from knowlyr.reward.rubrics import RULE_RUBRICS
 from knowlyr.reward.testing import JudgeServer, Reply
 from knowlyr.trajectory import AgentInfo, Outcome
 from tests.reward.helpers import call, load_fixture, traj
 
 
 def _clean_and_sloppy():
+    # the clean run reproduces the failure, edits, checks the edit with the tests, submits
     clean = traj([call("read_file", path="a.py", output="def f(): pass"),
+                  call("bash", command="python -m pytest -q", output="1 failed", exit_code=1),
                   call("edit_file", path="a.py", old="pass", new="return 1"),
+                  call("bash", command="python -m pytest -q", output="1 passed"),
                   call("submit")], task_id="t1", agent=AgentInfo(name="good"),
                  outcome=Outcome(success=True))  # fmt: skip
     sloppy = traj([call("read_file", path="a.py", output="def f(): pass"),
@@ -39,7 +43,7 @@ def test_rules_only_scores_without_network():
     assert len(rs.step_rewards) == 6 and rs.step_rewards[1] < 1.0  # the re-read
     assert rs.rubric_scores["non_redundancy"] < 1.0 and rs.rubric_scores["non_regression"] < 1.0
     assert rs.step_rubrics[3]["non_regression"] == 0.0
-    assert rc.rationales == [None] * 3 and rc.success is True
+    assert rc.rationales == [None] * 5 and rc.success is True
 
 
 def test_total_formula_counts_shortfall_against_reference():
@@ -47,12 +51,12 @@ def test_total_formula_counts_shortfall_against_reference():
     eng = RewardEngine("coding", outcome_weight=0.0)  # the process reward alone
     _, rs = eng.score([clean, sloppy])
     w = eng.weights
-    # the batch median length of task t1 is (3 + 6) / 2 = 4.5
+    # the batch median length of task t1 is (5 + 6) / 2 = 5.5
     for r, d in zip(rs.step_rewards, rs.step_rubrics, strict=True):
         num = sum(w[k] * v for k, v in d.items() if v is not None)
         den = sum(w[k] for k, v in d.items() if v is not None)
         assert r == pytest.approx(num / den)
-    expected = 1 - sum(1 - r for r in rs.step_rewards) / 4.5
+    expected = 1 - sum(1 - r for r in rs.step_rewards) / 5.5
     assert rs.total == pytest.approx(expected)
 
 
@@ -65,12 +69,7 @@ def test_outcome_weight_and_weights_from_profile():
     base = RewardEngine("coding", outcome_weight=0.0).score([clean, sloppy])[1].total
     assert rs.total == pytest.approx(0.5 * base)  # failed: outcome term is 0
     assert sum(eng.weights.values()) == pytest.approx(1.0)
-    assert set(eng.weights) == {
-        "non_redundancy",
-        "non_regression",
-        "info_utilization",
-        "efficiency",
-    }
+    assert set(eng.weights) == set(RULE_RUBRICS)  # rules only: the judge's are left out
 
 
 def test_config_hash_changes_with_weights_layers_and_calibration():
@@ -100,7 +99,7 @@ def test_rules_and_judge_layers_combined():
     clean, sloppy = _clean_and_sloppy()
     with JudgeServer() as server:
         server.script(*[Reply.scores({"goal_progress": 10, "tool_selection": 10,
-                                      "param_correctness": 10}, "fine")] * 3,
+                                      "param_correctness": 10}, "fine")] * 5,
                       *[Reply.scores({"goal_progress": 2, "tool_selection": 3,
                                       "param_correctness": 4}, "meh")] * 4,
                       Reply.malformed(), Reply.malformed())  # fmt: skip
@@ -109,14 +108,15 @@ def test_rules_and_judge_layers_combined():
         eng = RewardEngine("coding", layers=("rules", "judge"), judge=judge)
         rc, rs = eng.score([clean, sloppy])
         # sloppy's first step is the same prompt as clean's first step: judged once
-        assert len(server.requests) == 3 + 4 + 2
+        assert len(server.requests) == 5 + 4 + 2
     assert eng.config["judge_model"] == "openai:j"
-    assert rc.rubric_scores["goal_progress"] == 1.0 and rc.rationales == ["fine"] * 3
+    assert rc.rubric_scores["goal_progress"] == 1.0 and rc.rationales == ["fine"] * 5
     # the last step's judge answer was unparsable twice: a failure, its judge rubrics absent
     assert rs.step_rubrics[5]["goal_progress"] is None and "unparsable" in rs.judge_errors[5]
     assert rs.step_rewards[5] is not None  # the rules still score it
     assert rc.total > rs.total
-    assert sum(eng.weights.values()) == pytest.approx(1.0) and len(eng.weights) == 7
+    assert sum(eng.weights.values()) == pytest.approx(1.0)
+    assert len(eng.weights) == 3 + len(RULE_RUBRICS)
 
 
 def test_calibration_applies_to_trajectory_totals():
@@ -162,7 +162,7 @@ def test_preferences_margin_and_reason():
     p = pairs[0]
     assert (p.chosen_id, p.rejected_id, p.task_id) == (clean.id, sloppy.id, "t1")
     assert p.margin == pytest.approx(p.chosen_reward - p.rejected_reward) and p.margin >= 0.05
-    assert "chosen succeeded, rejected failed" in p.reason and "non_redundancy" in p.reason
+    assert "chosen succeeded, rejected failed" in p.reason and "edit_tested" in p.reason
     assert build_preferences(rewards, min_margin=0.99) == []
     with pytest.raises(ConfigError, match="min_margin"):
         build_preferences(rewards, min_margin=-1)

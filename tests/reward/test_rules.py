@@ -208,7 +208,10 @@ def test_efficiency_reference_and_batch_median():
     df = score_rules([short, long, alone], "coding")
     assert df.filter(df["traj"] == 0)["efficiency"].to_list() == [1.0, 1.0]
     assert df.filter(df["traj"] == 1)["efficiency"].to_list() == [1, 1, 1, 1, 4 / 5, 4 / 6]
-    assert df.filter(df["traj"] == 2)["efficiency"].to_list() == [None]  # no reference
+    # alone on its task: the coding profile's typical run length is the reference
+    assert df.filter(df["traj"] == 2)["reference"].to_list() == [30.0]
+    df = score_rules([short, long, alone], "generic")
+    assert df.filter(df["traj"] == 2)["efficiency"].to_list() == [None]  # no reference at all
 
 
 def test_task_field_reference_steps():

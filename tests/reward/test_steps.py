@@ -11,7 +11,13 @@ import pytest
 
 from knowlyr.core import get_profile
 from knowlyr.reward.actions import action_facets
-from knowlyr.reward.rules import RULE_COLUMNS, rule_scores, score_rules, step_table
+from knowlyr.reward.rules import (
+    PROGRESS_COLUMNS,
+    RULE_COLUMNS,
+    rule_scores,
+    score_rules,
+    step_table,
+)
 from knowlyr.reward.steps import STEP_COLUMNS
 from knowlyr.trajectory import Observation, Step, ToolCall
 from tests.reward.corpus import make_corpus
@@ -68,8 +74,10 @@ def test_generated_corpus_matches_the_specification(seed):
     assert len(expected) > 2000
     assert _rows(df) == expected
     # every rubric fires somewhere, so the equality above is not vacuous
-    for col in ("non_redundancy", "non_regression", "info_utilization"):
-        assert (df[col] == 0.0).sum() > 10, col
+    for col in ("non_redundancy", "non_regression", "info_utilization", *PROGRESS_COLUMNS):
+        assert (df[col] == 0.0).sum() > 3, col
+        if col != "non_regression":
+            assert (df[col] == 1.0).sum() > 3, col
     table = step_table(trajs, "coding")
     assert table.columns == list(STEP_COLUMNS)
     assert list(zip(table["cat"], table["target"], strict=True)) == _facets_step_by_step(
