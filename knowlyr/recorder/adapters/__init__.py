@@ -8,7 +8,7 @@ mini_swe_agent     mini-swe-agent ``.traj.json`` (text actions: one fenced bash 
 swe_agent          SWE-agent ``.traj``
 knowlyr_legacy     the original knowlyr-agent recorder schema
 atif               ATIF v1.x
-openhands          OpenHands event list (JSON array)
+openhands          OpenHands event log (JSON array, or .jsonl one event per line)
 openhands_output   OpenHands resolver / evaluation ``output.jsonl`` rows
 claude_code        Claude Code session JSONL (one file = one trajectory)
 agentgym           AgentGym AgentTraj (``conversations[{from, value, loss}]``)

@@ -167,7 +167,6 @@ class MiniSWEAgentAdapter(Adapter):
 
         steps: list[Step] = []
         waiting: list[Step] = []  # steps of the last model turn still without an observation
-        submit_ids: set[int] = set()  # id() of steps whose command submits
         instruction: str | None = None
         system: str | None = None
         after: list[str] = []  # messages that answer no step
@@ -189,7 +188,7 @@ class MiniSWEAgentAdapter(Adapter):
                 instruction = _instruction(text)
                 continue
             if role == "assistant":
-                waiting = self._turn(text, extra, m, pattern, fence, steps, submit_ids)
+                waiting = self._turn(text, extra, pattern, fence, steps)
                 continue
             if role == "user" and extra.get("interrupt_type") == "FormatError":
                 # 2.x: the unparseable reply is not kept as a message, only in this one
@@ -225,9 +224,8 @@ class MiniSWEAgentAdapter(Adapter):
                     after.append(text)
                 continue
             waiting.remove(target)
-            target.observation = self._observation(
-                target, text, extra, role, id(target) in submit_ids, i == last, status
-            )
+            final = role == "exit" or (i == last and status == "Submitted")
+            target.observation = self._observation(target, text, extra, final)
         if not steps:
             raise self.fail("no assistant turns in 'messages'", path=path, line=line)
         if after:
@@ -267,11 +265,9 @@ class MiniSWEAgentAdapter(Adapter):
     def _turn(
         text: str,
         extra: dict[str, Any],
-        message: dict[str, Any],
         pattern: re.Pattern[str],
         fence: str | None,
         steps: list[Step],
-        submit_ids: set[int],
     ) -> list[Step]:
         """The step(s) of one assistant message, appended to ``steps``; returns them."""
         use = _usage(extra)
@@ -313,27 +309,18 @@ class MiniSWEAgentAdapter(Adapter):
                     timestamp=ts,
                 )
             )
-        for s in made:
-            if s.action.tool == "bash" and _is_submit(s.action.params["command"]):
-                submit_ids.add(id(s))
         steps.extend(made)
         return list(made)
 
     @staticmethod
-    def _observation(
-        s: Step,
-        text: str,
-        extra: dict[str, Any],
-        role: str,
-        submits: bool,
-        is_last: bool,
-        status: str | None,
-    ) -> Any:
-        """What the message after a step says about it."""
+    def _observation(s: Step, text: str, extra: dict[str, Any], final: bool) -> Any:
+        """What the message after step ``s`` says about it; ``final``: the message that ends
+        a submitted run (2.x's exit message, or 1.x's last message)."""
+        command = s.action.params.get("command") if s.action is not None else None
         if s.action is not None and s.action.tool != "bash":  # the format-error reply
             return observation(text, None, "format_error")
-        if role == "exit" or (submits and is_last and status == "Submitted"):
-            return observation(text)  # the submitted diff
+        if final and isinstance(command, str) and _is_submit(command):
+            return observation(text)  # the submitted diff, not command output
         code = extra.get("returncode")
         if _TIMEOUT.match(text) or extra.get("exception_type") == "TimeoutExpired":
             _, out = parse_command_output(text)

@@ -1,6 +1,7 @@
-"""OpenHands: event lists (``trajs/*.json``) and resolver / evaluation ``output.jsonl`` rows.
+"""OpenHands: event logs (``trajs/*.json``) and resolver / evaluation ``output.jsonl`` rows.
 
-An event list is a JSON array of actions and observations::
+An event log is a JSON array of actions and observations, or the same events one per line
+(``.jsonl``, a whole file is one trajectory)::
 
     {"id": 3, "timestamp": "...", "source": "agent", "action": "run", "args": {"command": "ls", "thought": ...},
      "tool_call_metadata": {"function_name": "execute_bash", "model_response": {..., "usage": {...}}}}
@@ -17,6 +18,18 @@ view_range`` (from the model's own tool-call arguments when the log has them); `
 ``write`` / ``edit`` keep ``path`` (+ ``content``, ``start``, ``end``); ``finish`` ends the
 episode (its message and ``task_completed`` go to the outcome); agent ``message`` actions
 become message steps, and a user's reply becomes that step's observation.
+
+An agent message whose text holds the action (older CodeAct runs: ``<execute_bash>`` /
+``<execute_ipython>`` tags, or a fenced ```` ```bash ```` block in a run that never calls a
+tool) is an action step, as in the mini-swe-agent adapter: one block is ``bash {"command"}``
+(``run_ipython {"code"}``), several an ``invalid_action``; the user's reply is its observation.
+
+The outcome is what the log carries: an output row's ``test_result`` (the SWE-bench report's
+``resolved``, else ``success``, as the original knowlyr recorder read it), else the finish
+action's ``outputs.test_result`` / ``outputs.success``, else its ``task_completed``. The model
+is ``metadata.llm_config.model``, else the model that answered a tool call
+(``tool_call_metadata.model_response.model``), else the one an event declares
+(``extras.model`` or its own ``model``).
 """
 
 from __future__ import annotations
