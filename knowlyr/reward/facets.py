@@ -49,8 +49,21 @@ if TYPE_CHECKING:
 
 __all__ = ["TOKEN_PATTERN", "extend_facets", "facet_frame"]
 
-#: Salient tokens: file names / dotted names, snake_case identifiers, ids with digits, numbers.
-TOKEN_PATTERN = r"[A-Za-z0-9_][\w\-]*(?:\.[A-Za-z_][\w\-]*)+|[A-Za-z_]\w*_\w+|[A-Za-z]+\d\w*|\d{3,}"
+#: Salient tokens: what names one thing (a file, a record, a person) rather than prose. Ids are
+#: matched whole, so that a wrong one shares no token with the right one: e-mail addresses,
+#: file names / dotted names, snake_case identifiers, ids with digits, upper-case ids (capitals
+#: and digits, 4+ of them when they start with a capital: order ids such as ``KPUAU`` or
+#: ``2KOZ1``, with or without digits), numbers of 3+ digits. Plain words are not salient: a search query legitimately uses words
+#: nothing revealed ("deprecation policy"), and hyphenated words are as often prose
+#: ("sign-on", ``--no-merges``) as names.
+TOKEN_PATTERN = (
+    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+    r"|[A-Za-z0-9_][\w\-]*(?:\.[A-Za-z_][\w\-]*)+"
+    r"|[A-Za-z_]\w*_\w+"
+    r"|[A-Za-z]+\d\w*"
+    r"|\b[0-9]*[A-Z][A-Z0-9]{3,}\b|\b[0-9]+[A-Z][A-Z0-9]+\b"
+    r"|\d{3,}"
+)
 _MASK = (1 << 64) - 1
 # Two stand-ins for "the file the session has open": a call whose target comes out as the
 # first with one and as the second with the other acts on the open file.

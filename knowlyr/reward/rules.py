@@ -18,8 +18,9 @@ vectorised. Four rubrics, each a score in [0, 1] per step (``None`` = not applic
     region or whole-file edit that restores content the region had before a different edit
     (SWE-agent ``edit 4:4``, OpenHands ``edit``, ``create``), or an explicit ``undo_edit``.
 ``info_utilization``
-    1 when the action's parameters contain a salient token (a file name, dotted or
-    snake_case identifier, an id with digits, a number of 3+ digits) that the task
+    1 when the action's parameters contain a salient token (an e-mail address, a file name,
+    dotted or snake_case identifier, an id with digits, an upper-case id such as an order id
+    ``KPUAU``, a number of 3+ digits: :data:`TOKEN_PATTERN`) that the task
     instruction or an earlier observation of the trajectory revealed; 0 when such tokens
     were revealed and the action uses none of them; ``None`` when nothing was revealed yet
     or the action has no salient token.
