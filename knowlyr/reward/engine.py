@@ -16,7 +16,10 @@ harmless extra steps cannot dilute its flaws: a trajectory that repeats the expe
 plus detours scores lower than the expert. Rubrics not applicable at a step (``None``:
 e.g. info utilization before anything was revealed, or a judge failure) drop out of that
 step's weighted mean rather than counting 0.
-A calibration map (layer 3) maps ``r_j`` (step-level map) or ``total`` (trajectory-level)
+An outcome calibration (layer 3, :class:`~knowlyr.reward.outcome_calibration.OutcomeCalibration`)
+replaces ``P`` in ``total`` by the predicted probability of success from the trajectory's
+facets (step rewards stay as they are). A human calibration map maps ``r_j`` (step-level map)
+or ``total`` (trajectory-level)
 onto the human scale; ``total_raw`` keeps the uncalibrated value.
 
 Example:
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
 
     from knowlyr.reward.calibration import CalibrationMap
     from knowlyr.reward.judge import LLMJudge
+    from knowlyr.reward.outcome_calibration import OutcomeCalibration
 
 __all__ = ["RewardEngine", "TrajectoryReward", "dump_rewards", "load_rewards", "rewards_frame"]
 
@@ -68,6 +72,8 @@ class TrajectoryReward:
         rationales: the judge's rationale per step (``None`` without the judge).
         judge_errors: the judge's error per step (``None`` = fine).
         judge_model: the judge backend (``None`` without the judge layer).
+        missing_layers: active layers that failed somewhere in this trajectory (``"judge"``
+            when a judge call failed: those steps' totals hold the other layers only).
     """
 
     trajectory_id: str
@@ -84,6 +90,7 @@ class TrajectoryReward:
     rationales: list[str | None] = field(default_factory=list)
     judge_errors: list[str | None] = field(default_factory=list)
     judge_model: str | None = None
+    missing_layers: list[str] = field(default_factory=list)
 
     def to_row(self) -> dict[str, Any]:
         """A row of the store's ``rewards`` table (declared columns plus extras)."""
@@ -103,6 +110,7 @@ class TrajectoryReward:
             "total_raw": self.total_raw,
             "success": self.success,
             "step_rubrics": orjson.dumps(self.step_rubrics).decode(),
+            "missing_layers": orjson.dumps(self.missing_layers).decode(),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,7 +144,9 @@ class RewardEngine:
         weights: rubric -> weight overriding the profile's; normalised over the active rubrics.
         judge: an :class:`~knowlyr.reward.judge.LLMJudge` or a spec (``"anthropic:MODEL"``),
             required with the judge layer.
-        calibration: a fitted :class:`~knowlyr.reward.calibration.CalibrationMap`.
+        calibration: a fitted :class:`~knowlyr.reward.outcome_calibration.OutcomeCalibration`
+            (P(success | facets) replaces the process reward in ``total``) or a human
+            :class:`~knowlyr.reward.calibration.CalibrationMap`.
         outcome_weight: weight of the outcome (success = 1, failure = 0) in ``total`` where
             it is known (``None``: the profile's ``outcome_weight``).
 
@@ -150,7 +160,7 @@ class RewardEngine:
         layers: Sequence[str] = ("rules",),
         weights: dict[str, float] | None = None,
         judge: LLMJudge | str | None = None,
-        calibration: CalibrationMap | None = None,
+        calibration: CalibrationMap | OutcomeCalibration | None = None,
         *,
         outcome_weight: float | None = None,
     ):
@@ -277,6 +287,7 @@ class RewardEngine:
             total = total_raw
             if total is not None and cal is not None and cal.level == "trajectory":
                 total = cal.apply_one(total)
+            judge_failed = self.judge is not None and any(e is not None for e in errors[ti])
             rubric_scores = {}
             for name in self.rubrics:
                 m = _mean([d.get(name) for d in per_step[ti]])
@@ -298,9 +309,25 @@ class RewardEngine:
                     rationales=rationales[ti],
                     judge_errors=errors[ti],
                     judge_model=self.judge.model if self.judge else None,
+                    missing_layers=["judge"] if judge_failed else [],
                 )
             )
+        if cal is not None and cal.level == "outcome" and out:
+            self._apply_outcome_calibration(trajectories, out)
         return out
+
+    def _apply_outcome_calibration(
+        self, trajectories: Sequence[Trajectory], rewards: list[TrajectoryReward]
+    ) -> None:
+        """``total`` = P(success | facets), with the outcome term where the outcome is known."""
+        scored = [i for i, r in enumerate(rewards) if r.total_raw is not None]
+        probs = self.calibration.predict(
+            [trajectories[i] for i in scored], [rewards[i] for i in scored]
+        )
+        w = self.outcome_weight
+        for i, p in zip(scored, probs, strict=True):
+            r = rewards[i]
+            r.total = p if r.success is None or not w else (1 - w) * p + w * float(r.success)
 
     def save(self, store: Any, rewards: Sequence[TrajectoryReward]) -> Any:
         """Append ``rewards`` to the store's ``rewards`` table (one Delta transaction).
