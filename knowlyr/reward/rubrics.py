@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 #: Bumped whenever a rubric's wording or a rule's definition changes: part of the config hash.
-RUBRIC_VERSION = "2"
+RUBRIC_VERSION = "3"
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,8 @@ RULE_RUBRICS: dict[str, Rubric] = {
         Rubric(
             "efficiency",
             "1 for steps within the task's reference length (TaskInfo reference_steps, else "
-            "the median length of the batch's trajectories for the same task), "
+            "the median length of the batch's trajectories for the same task, of those "
+            "that succeeded when any did), "
             "reference/(index+1) for steps beyond it.",
             "rules",
         ),

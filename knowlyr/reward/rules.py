@@ -27,7 +27,8 @@ vectorised. Four rubrics, each a score in [0, 1] per step (``None`` = not applic
 ``efficiency``
     With reference length ``L`` (``TaskInfo.metadata["reference_steps"]`` or a task field
     ``reference_steps``; else the median length of the batch's trajectories of the same task
-    when there are at least two): 1 for step index ``i < L``, ``L / (i + 1)`` beyond it;
+    when there are at least two, counting only those that succeeded when any did): 1 for
+    step index ``i < L``, ``L / (i + 1)`` beyond it;
     ``None`` without a reference.
 
 Example:
@@ -124,7 +125,7 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
     import polars as pl
 
     first = table.filter(pl.col("step") == 0)
-    references = _references(first.select("task", "n_steps", "ref_steps"))
+    references = _references(first.select("task", "n_steps", "ref_steps", "success"))
     per_traj = pl.Series(
         "reference", [None] * (int(table["traj"].max()) + 1 if table.height else 0)
     )
@@ -215,7 +216,7 @@ class _ChunkWorker:
         return self.facets
 
     def score(self, scan: Scan, facets: pl.DataFrame) -> pl.DataFrame:
-        table = table_plan(scan, facets).drop("task", "ref_steps", "act_text")
+        table = table_plan(scan, facets).drop("task", "ref_steps", "act_text", "success")
         return _rubrics(table.collect(engine=_CHUNK_ENGINE), engine=_CHUNK_ENGINE)
 
     def score_when(self, scan: Scan, facets: Future[pl.DataFrame]) -> pl.DataFrame:
@@ -277,13 +278,16 @@ def _scattered(n: int, rows: pl.DataFrame, name: str) -> pl.Series:
 def _references(per_traj: pl.DataFrame, default: float | None = None) -> pl.Series:
     """Each trajectory's reference length: its own (``ref_steps``), else the median length of
     the batch's trajectories of its task when there are at least two (``task``, ``n_steps``;
-    trajectories without steps do not count), else ``default`` (the profile's)."""
+    trajectories without steps do not count), of those that succeeded when any did
+    (``success``): a failed run, one that wandered until a step limit or gave up at once,
+    says nothing about how long the task takes; else ``default`` (the profile's)."""
     import polars as pl
 
+    n_steps, won = pl.col("n_steps"), pl.col("success").fill_null(False)
     median = (
-        per_traj.filter(pl.col("n_steps") > 0)
+        per_traj.filter(n_steps > 0)
         .group_by("task")
-        .agg(_med=pl.col("n_steps").median(), _cnt=pl.len())
+        .agg(_med=n_steps.filter(won).median().fill_null(n_steps.median()), _cnt=pl.len())
         .filter(pl.col("_cnt") >= 2)
     )
     return (

@@ -49,7 +49,7 @@ __all__ = [
 STEP_COLUMNS = (
     "traj", "step", "task", "n_steps", "ref_steps", "cat", "target", "sig", "ok", "edit_kind",
     "fwd", "rev", "region", "content", "act_text", "act_keys", "obs_text", "instruction",
-    "act_kind", "failed", "stopped", "thought",
+    "act_kind", "failed", "stopped", "thought", "success",
 )  # fmt: skip
 
 _LIMIT = re.compile(LIMIT_PATTERN)
@@ -171,6 +171,7 @@ class StepExtractor:
         lengths: list[int] = []
         tasks: list[TaskInfo] = []
         stopped: list[bool] = []
+        success: list[bool | None] = []
         id_a, out_a, bad_a, th_a = ids.append, outs.append, bad.append, thoughts.append
         get = calls.get
         dumps = orjson.dumps
@@ -179,6 +180,7 @@ class StepExtractor:
             lengths.append(len(steps))
             tasks.append(traj.task)
             stopped.append(stopped_by_limit(traj.outcome))
+            success.append(traj.outcome.success)
             for step in steps:
                 th_a(step.thought)
                 action = step.action
@@ -207,9 +209,10 @@ class StepExtractor:
                 "ref_steps": [reference_steps(t) for t in tasks],
                 "instruction": [t.instruction[:OBS_CAP] if n else "" for t, n in zip(tasks, lengths, strict=True)],
                 "stopped": stopped,
+                "success": success,
             },
             schema={"task": pl.String, "n_steps": pl.UInt32, "ref_steps": pl.Float64,
-                    "instruction": pl.String, "stopped": pl.Boolean},
+                    "instruction": pl.String, "stopped": pl.Boolean, "success": pl.Boolean},
         )  # fmt: skip
         return Scan(
             pl.Series("ids", ids, dtype=pl.UInt32),
@@ -285,7 +288,7 @@ def table_plan(scan: Scan, facets: pl.DataFrame) -> pl.LazyFrame:
         ]
     ).lazy()
     tr = pl.col("traj")
-    per_row = [pl.lit(per_traj.get_column(c)).gather(tr).alias(c) for c in ("task", "n_steps", "ref_steps", "stopped")]  # fmt: skip
+    per_row = [pl.lit(per_traj.get_column(c)).gather(tr).alias(c) for c in ("task", "n_steps", "ref_steps", "stopped", "success")]  # fmt: skip
     lf = pl.concat(
         [rows, facets.lazy().select(pl.all().gather(pl.lit(ids)))],  # each call's facets
         how="horizontal",
@@ -328,4 +331,5 @@ def table_plan(scan: Scan, facets: pl.DataFrame) -> pl.LazyFrame:
         failed=~pl.col("_ok") | pl.col("obs_text").str.contains(TRACEBACK, literal=True),
         stopped="stopped",
         thought=pl.col("thought").str.head(THOUGHT_CAP),
+        success="success",
     )

@@ -135,10 +135,15 @@ def _how_rules(trajectories: Sequence[Trajectory], profile: DomainProfile | str)
 
     prof = get_profile(profile)
     lengths: dict[str, list[int]] = {}
+    won: dict[str, list[int]] = {}  # the lengths of the runs that succeeded
     for t in trajectories:
         if t.steps:  # the batch median counts trajectories with at least one step
             lengths.setdefault(t.task.task_id, []).append(len(t.steps))
-    medians = {k: float(statistics.median(v)) for k, v in lengths.items() if len(v) >= 2}
+            if t.outcome.success:
+                won.setdefault(t.task.task_id, []).append(len(t.steps))
+    medians = {
+        k: float(statistics.median(won.get(k) or v)) for k, v in lengths.items() if len(v) >= 2
+    }
     out: list[Row] = []
     for t in trajectories:
         ref = reference_steps(t.task)

@@ -51,12 +51,13 @@ def test_total_formula_counts_shortfall_against_reference():
     eng = RewardEngine("coding", outcome_weight=0.0)  # the process reward alone
     _, rs = eng.score([clean, sloppy])
     w = eng.weights
-    # the batch median length of task t1 is (5 + 6) / 2 = 5.5
+    # the reference length of task t1 is the median length of its runs that succeeded: the
+    # clean run's 5 steps (the failed sloppy run does not count)
     for r, d in zip(rs.step_rewards, rs.step_rubrics, strict=True):
         num = sum(w[k] * v for k, v in d.items() if v is not None)
         den = sum(w[k] for k, v in d.items() if v is not None)
         assert r == pytest.approx(num / den)
-    expected = 1 - sum(1 - r for r in rs.step_rewards) / 5.5
+    expected = 1 - sum(1 - r for r in rs.step_rewards) / 5
     assert rs.total == pytest.approx(expected)
 
 
