@@ -6,7 +6,10 @@ lookup with wrong parameters, an edit that is undone and redone, or a useless to
 The expert never sees the noise (it keeps receiving the observations of its own actions),
 so the episode still usually succeeds, only less efficiently: the reward engineer's rules
 (redundancy, regression, efficiency) should rank it below the expert. Noise is seeded per
-``(seed, task_id)``, so a run is reproducible whatever order episodes run in.
+``(seed, task_id)``, so a run is reproducible whatever order episodes run in. With
+``min_noise=1`` every episode has a flaw (one is inserted before the expert's final action
+if chance inserted none): an episode without one is the expert's own, which is what a
+comparison of the two needs to leave out.
 
 :class:`RandomAgent` calls random tools of the task's domain with random parameters.
 
@@ -92,6 +95,16 @@ class NoisyExpert(Agent):
         kinds: which flaws to use (subset of ``NOISE_KINDS``, plus the opt-in ``GIVE_UP``
             that ends the episode early and fails it).
         max_noise: at most this many flawed actions per episode (keeps episodes bounded).
+        min_noise: at least this many per episode where possible: while fewer were inserted,
+            one is inserted before the expert's terminal action (``submit``, ``respond``).
+            Not possible before the first expert action, or when no kind is usable.
+
+    Raises:
+        ValueError: ``noise`` outside [0, 1], unknown kinds, or ``min_noise`` outside
+            ``[0, max_noise]``.
+
+    Example:
+        >>> agent = NoisyExpert(noise=0.3, seed=1, min_noise=1)  # a flaw in every episode
     """
 
     name = "noisy-expert"
@@ -105,6 +118,7 @@ class NoisyExpert(Agent):
         expert: Agent | None = None,
         kinds: tuple[str, ...] = NOISE_KINDS,
         max_noise: int = 4,
+        min_noise: int = 0,
     ):
         if not 0.0 <= noise <= 1.0:
             raise ValueError(f"noise must be in [0, 1], got {noise}")
@@ -113,11 +127,14 @@ class NoisyExpert(Agent):
             raise ValueError(
                 f"unknown noise kinds {sorted(bad)}; choose from {(*NOISE_KINDS, GIVE_UP)}"
             )
+        if not 0 <= min_noise <= max_noise:
+            raise ValueError(f"min_noise must be in [0, max_noise={max_noise}], got {min_noise}")
         self.noise = noise
         self.seed = seed
         self.expert = expert or ExpertAgent()
         self.kinds = tuple(kinds)
         self.max_noise = max_noise
+        self.min_noise = min_noise
         self.reset(None)
 
     def reset(self, info: dict[str, Any] | None = None) -> None:
@@ -125,6 +142,7 @@ class NoisyExpert(Agent):
         self.rng = random.Random(f"{self.seed}:{task_id}")
         self.profile = get_profile(domain if domain else "generic")
         self.queue: list[Action] = []
+        self.held: Action | None = None  # the expert's next action, held back behind a flaw
         self.history: list[Action] = []
         self.expert_obs = ""
         self.last_was_expert = True
@@ -139,17 +157,35 @@ class NoisyExpert(Agent):
         if self.queue:
             self.last_was_expert = False
             return self.queue.pop(0)
+        if self.held is not None:
+            action, self.held = self.held, None
+            return self._expert_step(action)
         if self.history and self.n_noise < self.max_noise and self.rng.random() < self.noise:
             actions = self._noise()
             if actions:
-                self.n_noise += 1
-                self.queue = actions[1:]
-                self.last_was_expert = False
-                return actions[0]
+                return self._flaw(actions)
         action = self.expert.act(self.expert_obs, info)
+        if (
+            self.history
+            and self.n_noise < self.min_noise
+            and self.profile.is_terminal(action["tool"], action.get("params"))
+        ):
+            actions = self._noise()  # the last chance for the flaws min_noise asks for
+            if actions:
+                self.held = action
+                return self._flaw(actions)
+        return self._expert_step(action)
+
+    def _expert_step(self, action: Action) -> Action:
         self.history.append(action)
         self.last_was_expert = True
         return action
+
+    def _flaw(self, actions: list[Action]) -> Action:
+        self.n_noise += 1
+        self.queue = actions[1:]
+        self.last_was_expert = False
+        return actions[0]
 
     def _noise(self) -> list[Action]:
         looks = [
