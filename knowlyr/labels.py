@@ -57,6 +57,7 @@ __all__ = [
     "iter_results_files",
     "label_outcome",
     "load_labels",
+    "looks_like_results",
     "read_labels",
 ]
 
@@ -435,3 +436,18 @@ def label_outcome(
     if doc == {k: v for k, v in outcome.items() if v is not None}:
         return LabelDecision("unchanged", None, stored, stored_source)
     return LabelDecision(status, doc, stored, stored_source)
+
+
+def looks_like_results(obj: Any) -> bool:
+    """Whether a parsed JSON document is evaluation results rather than a log: a run summary
+    (``resolved_ids``), per-instance reports (``{id: {"resolved": bool, ...}}``), a
+    ``{"resolved": {id: bool}}`` map or a plain ``{id: bool}`` map."""
+    if not isinstance(obj, dict) or not obj:
+        return False
+    if isinstance(obj.get("resolved_ids"), list):
+        return True
+    inner = obj.get("resolved")
+    values = list((inner if isinstance(inner, dict) and inner else obj).values())[:50]
+    return all(isinstance(v, bool) for v in values) or all(
+        isinstance(v, dict) and isinstance(v.get("resolved"), bool) for v in values
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -68,8 +69,10 @@ def score(
     weights: str | None = typer.Option(
         None, help="Override rubric weights: name=w,name=w or JSON."
     ),
-    calibration: Path | None = typer.Option(
-        None, help="Calibration map JSON from `reward calibrate`."
+    calibration: str | None = typer.Option(
+        None,
+        help="A calibration from `reward calibrate`: its JSON file, or the id of one stored "
+        "in --store (outcome calibrations put P(success) in the total).",
     ),
     outcome_weight: float | None = typer.Option(
         None, help="Weight of the outcome (success) in the total (default: the profile's)."
@@ -112,9 +115,10 @@ def score(
                                  cache=judge_cache)  # fmt: skip
         cal = None
         if calibration is not None:
-            from knowlyr.reward.calibration import CalibrationMap
+            from knowlyr.reward.store_io import load_calibration
+            from knowlyr.store import Store
 
-            cal = CalibrationMap.load(calibration)
+            cal = load_calibration(calibration, store=Store.open(store) if store else None)
         engine = RewardEngine(
             domain,
             layers=("rules", "judge") if judge_obj else ("rules",),
@@ -173,20 +177,53 @@ def preferences(
 
 @reward_app.command("calibrate")
 def calibrate_cmd(
-    rewards_file: Path = typer.Argument(
-        ..., help="Rewards JSON written by `knowlyr reward score`."
+    rewards_file: Path | None = typer.Argument(
+        None, help="Rewards JSON written by `knowlyr reward score` (human calibration)."
     ),
-    annotations: Path = typer.Argument(
-        ..., help="Human scores: CSV or JSONL (trajectory_id, step_index, score, annotator)."
+    annotations: Path | None = typer.Argument(
+        None, help="Human scores: CSV or JSONL (trajectory_id, step_index, score, annotator)."
     ),
+    outcomes: list[Path] | None = typer.Option(
+        None,
+        "--outcomes",
+        help="Fit P(success | facets) on these labelled runs instead (agent logs or "
+        "trajectory JSONL; repeatable). Labels: --results, else each run's own outcome.",
+    ),
+    results: list[Path] | None = typer.Option(
+        None, "--results", "-r", help="Evaluation results labelling --outcomes (repeatable)."
+    ),
+    from_store: bool = typer.Option(
+        False,
+        "--from-store",
+        help="Fit on the labelled trajectories of --store (see `knowlyr store label`).",
+    ),
+    domain: str = typer.Option("coding", "--domain", "-d", help="Domain profile of the rules."),
+    method: str = typer.Option("sigmoid", help="'sigmoid' (Platt) or 'isotonic' (outcomes)."),
+    folds: int = typer.Option(5, help="k of the k-fold cross-validation (outcomes)."),
+    plot: Path | None = typer.Option(None, help="Write the reliability diagram (PNG) here."),
+    store: str | None = typer.Option(
+        None, "--store", "-s", help="Store the fitted outcome calibration (with lineage) here."
+    ),
+    format: str | None = typer.Option(None, "--format", "-f", help="Force a recorder format."),
     level: str = typer.Option("trajectory", help="'trajectory' (totals) or 'step' (step rewards)."),
     n_boot: int = typer.Option(1000, help="Bootstrap resamples for the confidence intervals."),
     out: Path | None = typer.Option(
-        None, "-o", "--output", help="Write the calibration map JSON here."
+        None, "-o", "--output", help="Write the calibration JSON here."
     ),
-    report: Path | None = typer.Option(None, help="Write the agreement report JSON here."),
+    report: Path | None = typer.Option(None, help="Write the report JSON here."),
 ) -> None:
-    """Fit an isotonic map from automatic to human scores; print agreement before and after."""
+    """Fit a calibration: P(success | trajectory facets) on labelled runs (--outcomes or
+    --from-store), or an isotonic map from automatic to human scores (REWARDS_FILE
+    ANNOTATIONS). Prints the cross-validated quality."""
+    if outcomes or from_store:
+        _calibrate_outcomes(outcomes or [], results or [], from_store, domain, method, folds,
+                            plot, store, format, out, report)  # fmt: skip
+        return
+    if rewards_file is None or annotations is None:
+        raise typer.BadParameter(
+            "give REWARDS_FILE and ANNOTATIONS (human calibration), or --outcomes LOGS / "
+            "--from-store (calibration against outcomes)"
+        )
     from knowlyr.errors import KnowlyrError
     from knowlyr.reward.calibration import calibrate, load_annotations
     from knowlyr.reward.engine import load_rewards
@@ -211,6 +248,107 @@ def calibrate_cmd(
         typer.echo(f"wrote {out}", err=True)
     if report is not None:
         report.write_text(json.dumps(res.to_dict(), indent=2))
+
+
+def _calibrate_outcomes(
+    paths: list[Path],
+    results: list[Path],
+    from_store: bool,
+    domain: str,
+    method: str,
+    folds: int,
+    plot: Path | None,
+    store: str | None,
+    format: str | None,
+    out: Path | None,
+    report: Path | None,
+) -> None:
+    """``reward calibrate --outcomes`` / ``--from-store``."""
+    from knowlyr._gc import paused
+    from knowlyr.errors import KnowlyrError
+    from knowlyr.reward.outcome_calibration import plot_reliability
+
+    if method not in ("sigmoid", "isotonic"):
+        raise typer.BadParameter(f"--method must be 'sigmoid' or 'isotonic', got {method!r}")
+    if from_store and not store:
+        raise typer.BadParameter("--from-store needs --store URL")
+    try:
+        if from_store:
+            from knowlyr.reward.store_io import calibrate_from_store
+            from knowlyr.store import Store
+
+            fit = calibrate_from_store(
+                Store.open(store), profile=domain, method=method, folds=folds
+            )
+            res = fit.result
+            typer.echo(f"{fit.unlabelled} trajectories without a label were left out", err=True)
+        else:
+            res = _fit_on_logs(paths, results, domain, method, folds, format, paused)
+            if store:
+                from knowlyr.reward.store_io import save_calibration
+                from knowlyr.store import Store
+
+                save_calibration(Store.open(store), res, profile=domain,
+                                 params={"method": method, "logs": [str(p) for p in paths]})  # fmt: skip
+    except (KnowlyrError, ValueError, OSError) as e:
+        raise _fail(e) from e
+    typer.echo(res.summary())
+    typer.echo("reliability (held-out): predicted -> observed (runs)")
+    for pred, obs, n in res.reliability:
+        typer.echo(f"  {pred:.2f} -> {obs:.2f} ({n})")
+    typer.echo(f"calibration {res.model.version}" + (f" stored in {store}" if store else ""))
+    if out is not None:
+        res.model.save(out)
+        typer.echo(f"wrote {out}", err=True)
+    if plot is not None:
+        plot_reliability(res, plot)
+        typer.echo(f"wrote {plot}", err=True)
+    if report is not None:
+        report.write_text(json.dumps(res.to_dict(), indent=2))
+
+
+def _fit_on_logs(
+    paths: list[Path],
+    results: list[Path],
+    domain: str,
+    method: str,
+    folds: int,
+    format: str | None,
+    paused: Any,
+) -> Any:
+    from knowlyr.labels import load_labels
+    from knowlyr.recorder import Converted, iter_records
+    from knowlyr.reward.engine import RewardEngine
+    from knowlyr.reward.outcome_calibration import fit_outcome_calibration
+
+    labels = load_labels(results) if results else {}
+    runs, ys, unlabelled = [], [], 0
+    with paused():
+        for r in iter_records(paths, format=format):
+            if not isinstance(r, Converted):
+                typer.echo(
+                    f"rejected {r.path}{f':{r.line}' if r.line else ''}: {r.reason}", err=True
+                )
+                continue
+            t = r.trajectory
+            lab = labels.get(t.task.task_id)
+            y = lab.resolved if lab is not None else t.outcome.resolved
+            y = t.outcome.success if y is None else y
+            if y is None:
+                unlabelled += 1
+                continue
+            runs.append(t)
+            ys.append(y)
+        if unlabelled:
+            typer.echo(f"{unlabelled} runs without a label were left out", err=True)
+        if labels:
+            unknown = set(labels) - {t.task.task_id for t in runs}
+            if unknown:
+                typer.echo(f"{len(unknown)} labels name instances with no run: "
+                           f"{', '.join(sorted(unknown)[:5])}{'...' if len(unknown) > 5 else ''}",
+                           err=True)  # fmt: skip
+        rewards = RewardEngine(domain, outcome_weight=0.0).score(runs)
+    return fit_outcome_calibration(runs, rewards, ys, method=method, folds=folds)
 
 
 @reward_app.command("leaderboard")

@@ -29,6 +29,7 @@ import orjson
 
 from knowlyr._gc import paused
 from knowlyr.errors import RecordError, UnknownFormatError
+from knowlyr.labels import looks_like_results
 from knowlyr.recorder.base import (
     _ORDER,
     Adapter,
@@ -256,7 +257,14 @@ def _sniff(obj: Any) -> Adapter | None:
     return None
 
 
-def _unknown(path: str, what: str) -> UnknownFormatError:
+def _unknown(path: str, what: str, obj: Any = None) -> UnknownFormatError:
+    if looks_like_results(obj):
+        return UnknownFormatError(
+            f"this {what} holds evaluation results (resolved verdicts), not an agent's log: "
+            "pass it with --results (knowlyr ingest, reward calibrate) or to `knowlyr store "
+            "label`, and give the logs without it",
+            path=path,
+        )
     return UnknownFormatError(
         f"no adapter recognises this {what}; pass the format explicitly (-f/format=) if you know it. "
         f"Known formats: {', '.join(a.name for a in adapters())}",
@@ -303,7 +311,7 @@ def detect_format(path: str | Path) -> str:
             obj = _first_line_obj(p)
     a = _sniff(obj)
     if a is None:
-        raise _unknown(str(p), "file")
+        raise _unknown(str(p), "file", obj)
     return a.name
 
 
@@ -488,7 +496,7 @@ def _iter_json(
     if adapter is None:
         adapter = _sniff(doc)
         if adapter is None:
-            yield Rejected(spath, None, _unknown(spath, "file").reason, clean)
+            yield Rejected(spath, None, _unknown(spath, "file", doc).reason, clean)
             return
     try:
         records = adapter.split(doc)

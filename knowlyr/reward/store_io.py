@@ -3,7 +3,10 @@
 - :func:`engine_for`: the :class:`~knowlyr.reward.engine.RewardEngine` of a domain;
 - :func:`score_unscored`: score the trajectories of one version that have no reward under
   the engine's config yet (sharded by trajectory id), and save the rewards;
-- :func:`preferences_from_store`: preference pairs from the stored rewards of one version.
+- :func:`preferences_from_store`: preference pairs from the stored rewards of one version;
+- :func:`calibrate_from_store`: fit P(success | facets) on the labelled trajectories of a
+  version and store it (:func:`save_calibration`: a blob, a ``calibrations`` row and a
+  ``runs`` row for lineage); :func:`load_calibration` gets one back by id or from a file.
 
 Usable without any orchestrator: the Prefect reward tasks are thin wrappers around these.
 """
@@ -18,10 +21,23 @@ from typing import TYPE_CHECKING
 from knowlyr._gc import paused
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from knowlyr.reward.calibration import CalibrationMap
     from knowlyr.reward.engine import RewardEngine, TrajectoryReward
+    from knowlyr.reward.outcome_calibration import OutcomeCalibration, OutcomeCalibrationResult
     from knowlyr.store import Manifest, Store
 
-__all__ = ["ScoreResult", "engine_for", "preferences_from_store", "score_unscored"]
+__all__ = [
+    "CalibrationFit",
+    "ScoreResult",
+    "calibrate_from_store",
+    "engine_for",
+    "load_calibration",
+    "preferences_from_store",
+    "save_calibration",
+    "score_unscored",
+]
 
 
 @dataclass
@@ -51,6 +67,7 @@ def engine_for(
     layers: Sequence[str] = ("rules",),
     judge: str | None = None,
     outcome_weight: float | None = None,
+    calibration: OutcomeCalibration | CalibrationMap | None = None,
 ) -> RewardEngine:
     """The reward engine of ``domain``: ``profile`` if given, else the domain's own profile.
 
@@ -67,7 +84,9 @@ def engine_for(
         prof = get_profile(profile or domain or "generic")
     except (KeyError, ValueError):  # a domain with no profile of its own
         prof = get_profile("generic")
-    return RewardEngine(prof, list(layers), judge=judge, outcome_weight=outcome_weight)
+    return RewardEngine(
+        prof, list(layers), judge=judge, outcome_weight=outcome_weight, calibration=calibration
+    )
 
 
 def score_unscored(
@@ -78,6 +97,7 @@ def score_unscored(
     layers: Sequence[str] = ("rules",),
     judge: str | None = None,
     outcome_weight: float | None = None,
+    calibration: OutcomeCalibration | CalibrationMap | None = None,
     shard: int = 0,
     n_shards: int = 1,
 ) -> ScoreResult:
@@ -94,6 +114,8 @@ def score_unscored(
         layers: ``"rules"`` and/or ``"judge"``.
         judge: judge spec such as ``"anthropic:MODEL"`` (judge layer).
         outcome_weight: weight of success in the total (None: each profile's).
+        calibration: applied to every domain's totals (see :func:`load_calibration`); its
+            version is part of the reward config, so a new calibration scores anew.
         shard: this shard's index, ``0 <= shard < n_shards``.
         n_shards: number of shards.
 
@@ -112,7 +134,14 @@ def score_unscored(
     if n_shards > 1:
         frame = frame.filter(pl.col("id").hash() % n_shards == shard)
     engines = {
-        d: engine_for(d, profile=profile, layers=layers, judge=judge, outcome_weight=outcome_weight)
+        d: engine_for(
+            d,
+            profile=profile,
+            layers=layers,
+            judge=judge,
+            outcome_weight=outcome_weight,
+            calibration=calibration,
+        )
         for d in frame["domain"].unique().to_list()
     }
     scored = store.read("rewards", columns=["trajectory_id", "config_hash"])
@@ -185,3 +214,150 @@ def preferences_from_store(
     ]
     pairs = build_preferences(scored, min_margin=min_margin)
     return store.append("preferences", preferences_frame(pairs)) if pairs else None
+
+
+# -- calibrations ----------------------------------------------------------------------------
+
+
+@dataclass
+class CalibrationFit:
+    """What :func:`calibrate_from_store` fitted and wrote.
+
+    Attributes:
+        result: the fit and its cross-validated assessment.
+        manifest: the ``calibrations`` version holding it.
+        calibration_id: its id (the model's version), for ``--calibration``.
+        unlabelled: trajectories of the version without a label (left out of the fit).
+    """
+
+    result: OutcomeCalibrationResult
+    manifest: Manifest
+    calibration_id: str
+    unlabelled: int
+
+
+def save_calibration(
+    store: Store,
+    result: OutcomeCalibrationResult,
+    *,
+    profile: str,
+    inputs: dict[str, int | str] | None = None,
+    params: dict[str, object] | None = None,
+) -> Manifest:
+    """Store a fitted outcome calibration: its JSON as a blob, a ``calibrations`` row (id =
+    the model's version, with its cross-validated AUC and Brier score) and a ``runs`` row
+    (stage ``calibrate``: the inputs it was fitted on, the new version), in that order, so
+    that lineage leads from a reward config to the labelled data behind it."""
+    from datetime import UTC, datetime
+
+    model = result.model
+    blob = store.put_blob(model.to_json())
+    row = {
+        "calibration_id": model.version,
+        "kind": "outcome",
+        "blob": blob,
+        "profile": profile,
+        "n": len(result.labels),
+        "positives": sum(result.labels),
+        "cv_auc": result.cv_auc,
+        "cv_brier": result.cv_brier,
+        "created_at": datetime.now(UTC),
+    }
+    manifest = store.append("calibrations", [row])
+    store.record_run(
+        "calibrate",
+        inputs=inputs or {},
+        outputs={"calibrations": manifest, "calibration": blob},
+        params={"profile": profile, **(params or {}), **result.to_dict()},
+    )
+    return manifest
+
+
+def calibrate_from_store(
+    store: Store,
+    *,
+    trajectories_version: int | None = None,
+    profile: str = "coding",
+    method: str = "sigmoid",
+    folds: int = 5,
+    seed: int = 0,
+) -> CalibrationFit:
+    """Fit P(success | facets) on the labelled trajectories of a version (``resolved`` where
+    an evaluation labelled them, else the outcome the log gave) and store the calibration.
+
+    Raises:
+        CalibrationDataError: too few labelled runs of either class.
+    """
+    from knowlyr.reward.outcome_calibration import fit_outcome_calibration
+
+    latest = store.version("trajectories") if trajectories_version is None else None
+    version = trajectories_version if trajectories_version is not None else latest
+    with paused():
+        trajs = store.read_trajectories(version=version)
+        labelled = [t for t in trajs if _label(t) is not None]
+        rewards = engine_for(profile, profile=profile, outcome_weight=0.0).score(labelled)
+    result = fit_outcome_calibration(
+        labelled, rewards, [bool(_label(t)) for t in labelled], method=method, folds=folds,
+        seed=seed,
+    )  # fmt: skip
+    manifest = save_calibration(
+        store,
+        result,
+        profile=profile,
+        inputs={"trajectories": version},
+        params={"method": method, "seed": seed},
+    )
+    return CalibrationFit(result, manifest, result.model.version, len(trajs) - len(labelled))
+
+
+def _label(t: object) -> bool | None:
+    o = t.outcome  # type: ignore[attr-defined]
+    return o.resolved if o.resolved is not None else o.success
+
+
+def load_calibration(
+    spec: str | Path, *, store: Store | None = None
+) -> OutcomeCalibration | CalibrationMap:
+    """A calibration by file path (an outcome calibration or a human calibration map JSON)
+    or by the id of one stored in ``store``'s ``calibrations`` table.
+
+    Raises:
+        ConfigError: neither a readable calibration file nor a stored id (says which ids exist).
+    """
+    from pathlib import Path
+
+    import orjson
+    import polars as pl
+
+    from knowlyr.errors import ConfigError
+    from knowlyr.reward.calibration import CalibrationMap
+    from knowlyr.reward.outcome_calibration import OutcomeCalibration
+
+    p = Path(spec)
+    if p.is_file():
+        data = p.read_bytes()
+    elif store is not None and "calibrations" in store.tables():
+        rows = store.read("calibrations", filter=pl.col("calibration_id") == str(spec))
+        if not rows.height:
+            known = store.read("calibrations", columns=["calibration_id"])["calibration_id"]
+            raise ConfigError(
+                f"calibration {spec!r} is neither a file nor stored in {store.url}; stored "
+                f"calibrations: {', '.join(known.to_list()) or 'none'}"
+            )
+        data = store.get_blob(rows["blob"][0])
+    else:
+        where = f" nor a calibration id in {store.url}" if store is not None else ""
+        raise ConfigError(
+            f"calibration {spec!r} is not a file{where}: give the JSON `knowlyr reward "
+            "calibrate` wrote, or a stored calibration id with --store"
+        )
+    try:
+        kind = orjson.loads(data).get("kind")
+    except (orjson.JSONDecodeError, AttributeError) as e:
+        raise ConfigError(f"calibration {spec}: not a calibration JSON document ({e})") from e
+    try:
+        if kind == "outcome":
+            return OutcomeCalibration.from_json(data)
+        return CalibrationMap.from_json(data)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"calibration {spec}: {e}") from e

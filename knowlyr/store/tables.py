@@ -22,6 +22,8 @@ runs           run_id                               stage, status, inputs/output
                                                     str), code_version, started_at, ended_at,
                                                     error
 rejected       raw_blob, reason                     path, line, format, created_at
+calibrations   calibration_id                       kind, blob, profile, n, positives, cv_auc,
+                                                    cv_brier, created_at
 =============  ===================================  ===========================================
 """
 
@@ -178,6 +180,23 @@ TABLES: dict[str, TableSpec] = {
             },
             "records the recorder could not convert and labels not applied (contradictions), "
             "with the reason; raw bytes (the log record, the results file) are blobs",
+        ),
+        TableSpec(
+            "calibrations",
+            ("calibration_id",),
+            {
+                "calibration_id": "str",
+                "kind": "str",
+                "blob": "str",
+                "profile": "str",
+                "n": "i64",
+                "positives": "i64",
+                "cv_auc": "f64",
+                "cv_brier": "f64",
+                "created_at": "datetime",
+            },
+            "fitted reward calibrations (the JSON is a blob), with their cross-validated "
+            "quality; `reward score --calibration ID` and the reward flow apply one",
         ),
     ]
 }
