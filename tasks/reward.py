@@ -7,7 +7,7 @@ from typing import Any
 from prefect import task
 from pydantic import BaseModel, Field
 
-from knowlyr.reward.store_io import preferences_from_store, score_unscored
+from knowlyr.reward.store_io import load_calibration, preferences_from_store, score_unscored
 from knowlyr.store import Manifest, Store, TableRef
 from tasks._artifacts import publish_table, reward_stats
 from tasks._cache import STAGE_CACHE
@@ -27,6 +27,11 @@ class RewardParams(BaseModel):
         None, ge=0, le=1, description="weight of success in the total (None: the profile's)"
     )
     shards: int = Field(1, gt=0, description="scoring tasks fanned out (judge calls)")
+    calibration: str | None = Field(
+        None,
+        description="id of a calibration stored in the trajectories' store (`knowlyr reward "
+        "calibrate --outcomes ... --store`): P(success | facets) goes into the totals",
+    )
 
 
 class RewardSummary(BaseModel):
@@ -50,10 +55,14 @@ def score_trajectories(
     trajectories: TableRef, params: RewardParams, shard: int = 0, n_shards: int = 1
 ) -> RewardSummary:
     """Score the trajectories at this version that have no reward under the config yet."""
+    store = Store.open(trajectories.store)
     res = score_unscored(
-        Store.open(trajectories.store),
+        store,
         trajectories_version=trajectories.version,
-        **params.model_dump(exclude={"shards"}),
+        **params.model_dump(exclude={"shards", "calibration"}),
+        calibration=load_calibration(params.calibration, store=store)
+        if params.calibration
+        else None,
         shard=shard,
         n_shards=n_shards,
     )

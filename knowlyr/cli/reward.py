@@ -141,6 +141,13 @@ def score(
         f"scored {len(rewards)} trajectories, {len(rejected)} rejected, config {engine.config_hash}",
         err=True,
     )
+    lacking = sum(1 for r in rewards if "judge" in r.missing_layers)
+    if lacking:
+        typer.echo(
+            f"warning: {lacking} totals lack the judge layer on some steps (the judge call "
+            "failed: see judge_errors); those steps hold the rule scores only",
+            err=True,
+        )
 
 
 @reward_app.command("preferences")

@@ -72,6 +72,7 @@ class TrajectoryReward:
         rationales: the judge's rationale per step (``None`` without the judge).
         judge_errors: the judge's error per step (``None`` = fine).
         judge_model: the judge backend (``None`` without the judge layer).
+        process: the process reward ``P`` alone (no outcome term, no calibration).
         missing_layers: active layers that failed somewhere in this trajectory (``"judge"``
             when a judge call failed: those steps' totals hold the other layers only).
     """
@@ -91,6 +92,7 @@ class TrajectoryReward:
     judge_errors: list[str | None] = field(default_factory=list)
     judge_model: str | None = None
     missing_layers: list[str] = field(default_factory=list)
+    process: float | None = None
 
     def to_row(self) -> dict[str, Any]:
         """A row of the store's ``rewards`` table (declared columns plus extras)."""
@@ -111,6 +113,7 @@ class TrajectoryReward:
             "success": self.success,
             "step_rubrics": orjson.dumps(self.step_rubrics).decode(),
             "missing_layers": orjson.dumps(self.missing_layers).decode(),
+            "process": self.process,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -278,7 +281,8 @@ class RewardEngine:
             if scored:
                 length = refs.get(ti) or len(scored)
                 process = max(0.0, 1.0 - sum(1.0 - r for r in scored) / length)
-            success = t.outcome.success
+            o = t.outcome  # an evaluation verdict counts where the log did not know
+            success = o.success if o.success is not None else o.resolved
             total_raw = process
             if process is not None and self.outcome_weight and success is not None:
                 total_raw = (1 - self.outcome_weight) * process + self.outcome_weight * float(
@@ -310,6 +314,7 @@ class RewardEngine:
                     judge_errors=errors[ti],
                     judge_model=self.judge.model if self.judge else None,
                     missing_layers=["judge"] if judge_failed else [],
+                    process=process,
                 )
             )
         if cal is not None and cal.level == "outcome" and out:

@@ -89,15 +89,25 @@ def _cut(text: str, limit: int) -> str:
 def _action_text(step: Step, limit: int) -> str:
     if step.action is None:
         return f"message: {_cut(step.message or '', limit)}"
-    params = orjson.dumps(step.action.params).decode()
-    return f"{step.action.tool} {_cut(params, limit)}"
+    params = step.action.params
+    cmd = params.get("command")
+    if isinstance(cmd, str) and len(params) <= 2:
+        # a shell command: shown as the agent wrote it, not as escaped JSON
+        rest = {k: v for k, v in params.items() if k != "command"}
+        extra = f" {orjson.dumps(rest).decode()}" if rest else ""
+        return f"{step.action.tool}{extra}\n$ {_cut(cmd, limit)}"
+    return f"{step.action.tool} {_cut(orjson.dumps(params).decode(), limit)}"
 
 
 def _obs_text(step: Step, limit: int) -> str:
     o = step.observation
     if o is None:
         return "(no observation)"
-    head = f"exit_code={o.exit_code} " if o.exit_code is not None else ""
+    head = (
+        f"exit code {o.exit_code}{' (FAILED)' if o.exit_code else ''}\n"
+        if o.exit_code is not None
+        else ""
+    )
     err = f"error: {_cut(o.error, 200)}\n" if o.error else ""
     return f"{head}{err}{_cut(o.output, limit)}"
 

@@ -116,8 +116,9 @@ def trajectory_facets(
             if vals:
                 out[i, j] = sum(vals) / len(vals)
         k = len(rubrics)
-        if r.total_raw is not None:
-            out[i, k] = r.total_raw
+        process = r.process if r.process is not None else r.total_raw
+        if process is not None:
+            out[i, k] = process
         read = sum(len(s.observation.output) for s in t.steps if s.observation is not None)
         out[i, k + 1 :] = (
             math.log1p(len(t.steps)),

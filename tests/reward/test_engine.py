@@ -115,6 +115,8 @@ def test_rules_and_judge_layers_combined():
     # the last step's judge answer was unparsable twice: a failure, its judge rubrics absent
     assert rs.step_rubrics[5]["goal_progress"] is None and "unparsable" in rs.judge_errors[5]
     assert rs.step_rewards[5] is not None  # the rules still score it
+    # and the total says it lacks the judge layer there; the clean run's is complete
+    assert rs.missing_layers == ["judge"] and rc.missing_layers == []
     assert rc.total > rs.total
     assert sum(eng.weights.values()) == pytest.approx(1.0)
     assert len(eng.weights) == 3 + len(RULE_RUBRICS)

@@ -221,3 +221,19 @@ def test_make_backend_errors():
         make_backend("cohere:x")
     with pytest.raises(ValueError, match="does not exist"):
         make_backend("hf:/nonexistent/model")
+
+
+def test_prompt_shows_a_coding_step_as_command_exit_code_and_output():
+    out = "E   AssertionError: 1 != 2\n" + "x" * 5000 + "\n===== 1 failed in 0.2s ====="
+    t = traj([
+        call("read_file", path="src/app.py", output="def f(): return 1"),
+        call("bash", command="python -m pytest -q tests/test_app.py", output=out, exit_code=1),
+    ])  # fmt: skip
+    _system, prompt = build_prompt(t, 1, judge_rubrics(get_profile("coding")))
+    current = prompt.split("CURRENT STEP [1]:")[1]
+    assert "$ python -m pytest -q tests/test_app.py" in current  # the command as written
+    assert "exit code 1 (FAILED)" in current
+    # an excerpt of the output: its head and its tail, and how much was cut
+    assert "AssertionError: 1 != 2" in current and "1 failed in 0.2s" in current
+    assert "chars truncated" in current
+    assert "exit code 0\n" in prompt.split("CURRENT STEP")[0]  # the history step too
