@@ -73,7 +73,8 @@ TRACEBACK = "Traceback (most recent call last)"
 #: An exit status or outcome reason that says a run was stopped by a limit rather than
 #: ending by itself: step / iteration / cost / time / context-window caps.
 LIMIT_PATTERN = (
-    r"(?i)limit|exceed|max[_ ]?(?:iter|step|turn)|budget|context[_ ]?(?:window|length)"
+    r"(?i)limit|exceed|max(?:imum)?[_ ]?(?:number of )?(?:iter|step|turn)|budget"
+    r"|context[_ ]?(?:window|length)"
     r"|too many|out of (?:steps|turns|tokens)|timeout|timed out"
 )
 

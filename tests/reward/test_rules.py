@@ -218,3 +218,52 @@ def test_task_field_reference_steps():
     t = Trajectory(task=TaskInfo(task_id="r", reference_steps=1),
                    steps=[call("bash", command="a"), call("bash", command="b", index=1)])  # fmt: skip
     assert score_rules([t], "coding")["efficiency"].to_list() == [1.0, 0.5]
+
+
+def test_an_openhands_run_stopped_at_its_iteration_cap_with_failing_commands_scores_low():
+    """The case the rules used to score 1.000: an OpenHands evaluation row whose agent ran
+    12 failing commands after an edit and was stopped at its iteration cap."""
+    import orjson
+
+    from knowlyr.recorder import get_adapter
+    from knowlyr.reward.engine import RewardEngine
+
+    events = [{"id": 0, "source": "user", "action": "message",
+               "args": {"content": "Fix the bug in app.py"}}]  # fmt: skip
+
+    def run(i: int, cmd: str, out: str, code: int) -> None:  # an action and its observation
+        events.append(
+            {
+                "id": 2 * i + 1,
+                "source": "agent",
+                "action": "run",
+                "args": {"command": cmd, "thought": "try again"},
+            }
+        )
+        events.append({"id": 2 * i + 2, "source": "agent", "observation": "run", "cause": 2 * i + 1,
+                       "content": out, "extras": {"command": cmd, "metadata": {"exit_code": code}}})  # fmt: skip
+
+    run(0, "sed -i 's/a/b/' app.py", "", 0)
+    for i in range(1, 13):
+        run(i, f"python -m pytest -q tests/test_app.py -k case{i}", "1 failed", 1)
+    row = {"instance_id": "x__y-1", "instruction": "Fix the bug in app.py", "history": events,
+           "error": "RuntimeError: Agent reached maximum iteration in headless mode. "
+                    "Current iteration: 13, max iteration: 13",
+           "metadata": {"agent_class": "CodeActAgent", "max_iterations": 13}}  # fmt: skip
+    traj = get_adapter("openhands_output").convert(orjson.loads(orjson.dumps(row)))
+    assert len(traj.steps) == 13
+    (r,) = RewardEngine("coding").score([traj])
+    rubrics = r.step_rubrics
+    assert [d["command_success"] for d in rubrics[1:]] == [0.0] * 12
+    assert rubrics[-1]["within_limits"] == 0.0  # stopped by the cap, not by itself
+    assert all(d["efficiency"] == 1.0 for d in rubrics)  # 13 steps: within the typical 30
+    assert r.total < 0.9
+    # the same run with its tests passing and a finish of its own scores at the top
+    for e in events:
+        if e.get("observation") == "run" and e["content"] == "1 failed":
+            e.update(content="3 passed", extras={**e["extras"], "metadata": {"exit_code": 0}})
+    events.append({"id": 99, "source": "agent", "action": "finish", "args": {}})
+    del row["error"]
+    clean = get_adapter("openhands_output").convert(orjson.loads(orjson.dumps(row)))
+    (good,) = RewardEngine("coding").score([clean])
+    assert good.total > 0.93 and good.total - r.total > 0.05
