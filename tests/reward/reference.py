@@ -57,6 +57,19 @@ def _failed(out: str) -> bool:
 Row = tuple[float | None, ...]
 
 
+def _facets_and_ok(prof: DomainProfile, s, text: str, open_file: str | None):
+    """A step's facets (with the SWE-agent open file carried along), whether it succeeded (no
+    exit code, error or failed write) and the open file after it."""
+    a, obs = s.action, s.observation
+    f = action_facets(prof, a.tool, a.params, open_file)
+    if f.target is not None and (f.category == "read" or f.tool == "write_file"):
+        open_file = f.target
+    ok = obs is None or (obs.exit_code in (None, 0) and obs.error is None)
+    if f.category == "write" and ok and _failed(text):
+        ok = False
+    return f, ok, open_file
+
+
 def reference_rules(trajectories: Sequence[Trajectory], profile: DomainProfile | str) -> list[Row]:
     """Every rule rubric in :data:`~knowlyr.reward.rules.RULE_COLUMNS` order, then the
     reference length, per step of every trajectory, in order."""
@@ -83,12 +96,7 @@ def _what_happened(trajectories: Sequence[Trajectory], profile: DomainProfile | 
                 rows.append((False, "", False, False, False, False, None, text))
                 continue
             a = s.action
-            f = action_facets(prof, a.tool, a.params, open_file)
-            if f.target is not None and (f.category == "read" or f.tool == "write_file"):
-                open_file = f.target
-            ok = obs is None or (obs.exit_code in (None, 0) and obs.error is None)
-            if f.category == "write" and ok and _failed(text):
-                ok = False
+            f, ok, open_file = _facets_and_ok(prof, s, text, open_file)
             failed = not ok or TRACEBACK in text
             params = _text_of(a.params)
             execute = f.category == "execute"
@@ -165,12 +173,7 @@ def _how_rules(trajectories: Sequence[Trajectory], profile: DomainProfile | str)
                 revealed.update(_TOKEN.findall(text[:_CAP]))
                 continue
             a = s.action
-            f = action_facets(prof, a.tool, a.params, open_file)
-            if f.target is not None and (f.category == "read" or f.tool == "write_file"):
-                open_file = f.target
-            ok = obs is None or (obs.exit_code in (None, 0) and obs.error is None)
-            if f.category == "write" and ok and _failed(text):
-                ok = False
+            f, ok, open_file = _facets_and_ok(prof, s, text, open_file)
             is_w = f.category == "write" and ok
             is_x = f.category == "execute"
             sig = (f.tool, a.tool, orjson.dumps(a.params, option=orjson.OPT_SORT_KEYS), f.target)
