@@ -1,4 +1,4 @@
-"""Suite-wide settings: offline model loading, no telemetry, fixtures from ../shared."""
+"""Suite-wide settings: offline model loading, no telemetry, the real agent logs in tests/data/fixtures."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_FIXTURES = ROOT.parent / "shared" / "fixtures"
+SHARED_FIXTURES = ROOT / "tests" / "data" / "fixtures"
 
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    """../shared/fixtures: real agent logs from public projects."""
+    """tests/data/fixtures: real agent logs from public projects (origins in its README)."""
     if not SHARED_FIXTURES.is_dir():
         pytest.fail(
-            f"{SHARED_FIXTURES} is missing: the tests read real agent logs from ../shared/fixtures"
+            f"{SHARED_FIXTURES} is missing: the tests read real agent logs from tests/data/fixtures"
         )
     return SHARED_FIXTURES

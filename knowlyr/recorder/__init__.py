@@ -6,7 +6,7 @@ quarantined with a reason and the batch goes on (``read == converted + rejected`
 
 Example:
     >>> from knowlyr.recorder import convert, iter_records, Converted
-    >>> report = convert(["../shared/fixtures/swe_agent"])  # doctest: +SKIP
+    >>> report = convert(["tests/data/fixtures/swe_agent"])  # doctest: +SKIP
     >>> report.converted, report.trajectories[0].tools_used()[:2]  # doctest: +SKIP
     (3, ['find_file', 'open'])
 """

@@ -4,7 +4,7 @@ The reference below is the export as it was first written: per row the message d
 ``trajectory_to_messages`` (the format module), ``orjson.dumps`` of each, the step weights of
 ``normalized_step_weights`` and one Arrow table. ``export_sft`` must produce the same table
 (schema, every JSON byte, every weight) on generated corpora full of JSON-hostile text, on
-the trajectories of the real agent logs in ../shared/fixtures, across batch boundaries and
+the trajectories of the real agent logs in tests/data/fixtures, across batch boundaries and
 when a batch is split for size; and the chat template must render the same text.
 """
 

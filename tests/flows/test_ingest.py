@@ -1,4 +1,4 @@
-"""``ingest`` on the real agent logs in ../shared/fixtures, under the session Prefect harness."""
+"""``ingest`` on the real agent logs in tests/data/fixtures, under the session Prefect harness."""
 
 from __future__ import annotations
 

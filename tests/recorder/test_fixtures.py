@@ -1,4 +1,4 @@
-"""Every real agent log in ../shared/fixtures converts, with the values the log holds."""
+"""Every real agent log in tests/data/fixtures converts, with the values the log holds."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from knowlyr.store.tables import document_row
 from knowlyr.trajectory import Trajectory
 
 DATA = Path(__file__).parent / "data"
-FIX = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+FIX = Path(__file__).resolve().parents[1] / "data" / "fixtures"
 
 # one real (or documented-shape) seed log per format: (file, is_jsonl)
 SEEDS: dict[str, tuple[Path, bool]] = {

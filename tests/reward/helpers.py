@@ -7,7 +7,7 @@ from pathlib import Path
 
 from knowlyr.trajectory import AgentInfo, Observation, Outcome, Step, TaskInfo, ToolCall, Trajectory
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures"
 _SWE_COMMANDS = {"open", "edit", "create", "find_file", "search_dir", "search_file", "goto",
                  "scroll_up", "scroll_down", "submit"}  # fmt: skip
 _OH_META = {"action", "thought", "is_confirmed", "action_risk", "keep_prompt", "kernel_init_code",

@@ -52,7 +52,7 @@ def _facets_step_by_step(trajectories, profile):
 
 
 def test_fixture_list_is_complete():
-    assert len(FIXTURE_NAMES) >= 7  # all real logs in ../shared/fixtures
+    assert len(FIXTURE_NAMES) >= 7  # all real logs in tests/data/fixtures
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
