@@ -347,9 +347,7 @@ def test_rows_saved_as_one_json_array(tmp_path: Path, fixtures_dir: Path) -> Non
 
 def _many_logs(root: Path, n: int = 24) -> Path:
     root.mkdir()
-    log = (
-        Path(__file__).resolve().parents[1] / "data/fixtures/openhands/basic.json"
-    ).read_bytes()
+    log = (Path(__file__).resolve().parents[1] / "data/fixtures/openhands/basic.json").read_bytes()
     for i in range(n):
         (root / f"log_{i:03d}.json").write_bytes(log.replace(b"2048", str(i).encode()))
     return root
