@@ -57,7 +57,7 @@ def ingest(params: IngestParams) -> IngestReport:
     """Convert a directory of agent logs into the store (labelled from evaluation results), dedup and reward them."""
     store_url = resolve_store(params.store_url)
     logs = fingerprint_logs(params.logs)
-    results = fingerprint_logs(params.results) if params.results else None
+    results = fingerprint_logs(params.results, what="results") if params.results else None
     rec = record_logs(
         store_url,
         logs,

@@ -30,14 +30,17 @@ class LogSet(BaseModel):
     digest: str
 
 
-def fingerprint_logs(paths: list[str]) -> LogSet:
-    """Stat every file under ``paths`` (files or directories) into a :class:`LogSet`."""
+def fingerprint_logs(paths: list[str], *, what: str = "log") -> LogSet:
+    """Stat every file under ``paths`` (files or directories) into a :class:`LogSet`;
+    ``what`` names them in errors (``"log"``, ``"results"``)."""
     h = hashlib.sha256()
     files = size = 0
     for root in paths:
         p = Path(root)
         if not p.exists():
-            raise FileNotFoundError(f"log path {root!r} does not exist: pass files or directories")
+            raise FileNotFoundError(
+                f"{what} path {root!r} does not exist: pass files or directories"
+            )
         for f in sorted(p.rglob("*") if p.is_dir() else [p]):
             if f.is_file():
                 st = f.stat()
