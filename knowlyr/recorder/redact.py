@@ -80,9 +80,11 @@ def fingerprint(secret: bytes | str) -> str:
 
 
 # A secret never contains a JSON quote or backslash, so a match stays inside one string.
-# _B keeps a match from starting inside a word or right after a JSON escape (\n, \b...);
-# keys (PASSWORD, API_KEY) may follow an underscore: DB_PASSWORD=..., OPENAI_API_KEY=...
-_B = rb"(?:(?<![\\A-Za-z0-9_])|(?<=\\[nrtbf]))"
+# _B keeps a match from starting inside a word; it may start right after a JSON escape (\n,
+# \t...) or a literal backslash (C:\keys\AKIA..., written \\ in JSON), but not at the letter
+# of an escape itself (the "t" of \token is a tab). Keys (PASSWORD, API_KEY) may follow an
+# underscore: DB_PASSWORD=..., OPENAI_API_KEY=...
+_B = rb"(?:(?<![\\A-Za-z0-9_])|(?<=\\[nrtbf])|(?<=\\)(?![nrtbfu]))"
 _K = _B.replace(b"_", b"")
 _SAFE = rb"[^\s\"'\\<>`,;&|)(\]\[{}]"
 _SEP = rb"\\?[\"']?\s*[:=]\s*(?:\\?[\"'])?"
@@ -165,8 +167,9 @@ _RULES: list[tuple[str, tuple[bytes, ...], bytes, int]] = [
         _K + rb"(?i:token|api[_\-]?key)" + _SEP + rb"(" + _SAFE + rb"{12,})",
         1,
     ),
-    # user:password@ in URLs; matched from the "://"
-    ("url_credentials", (b"://",), rb"://[^\s:/@\"'\\]+:([^\s\"'\\<>`,;&|)(\]\[{}@/]+)@", 1),
+    # user:password@ in URLs, matched from the "://"; the password runs to the last "@" before
+    # the host (a password may hold "@": user:p@ss@host)
+    ("url_credentials", (b"://",), rb"://[^\s:/@\"'\\]+:([^\s\"'\\<>`,;&|)(\]\[{}/]+)@", 1),
 ]
 
 # Values that look like an assignment but are not secrets (placeholders, env references...).

@@ -255,3 +255,29 @@ def test_url_credentials_behind_escaped_slashes() -> None:
     clean, hits = redact_bytes(b'{"remote": "https:\\/\\/bob:hunter2pass@git.example.com\\/x"}')
     assert [h.kind for h in hits] == ["url_credentials"] and b"hunter2pass" not in clean
     assert orjson.loads(clean)["remote"].startswith("https://bob:[REDACTED:url_credentials#")
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ("C:\\keys\\AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
+        ("C:\\tokens\\ghp_abcdefghijklmnopqrstuvwxyz0123456789", "github_token"),
+        ("D:\\secrets\\sk-proj-abcdefghijklmnopqrstuvwxyz0123", "openai_key"),
+    ],
+)
+def test_a_key_right_after_a_literal_backslash_is_redacted(value: str, kind: str) -> None:
+    # in the raw JSON the backslash is written \\ ; in plain text it is one byte
+    clean, hits = redact_bytes(orjson.dumps({"cmd": value}))
+    assert [h.kind for h in hits] == [kind]
+    assert orjson.loads(clean)["cmd"].startswith(value.rsplit("\\", 1)[0] + "\\[REDACTED:")
+    text, hits = redact_text(value)
+    assert [h.kind for h in hits] == [kind] and "[REDACTED:" in text
+    # the letter of a JSON escape is not a key's first letter: "\t" + "oken=..." stays
+    assert redact_bytes(b'{"a": "\\token=abcdefghijklmnop"}')[1] == []
+
+
+def test_a_url_password_holding_an_at_sign_is_redacted_whole() -> None:
+    clean, hits = redact_text("git clone https://deploy:p@ss@w0rd!@git.example.com/repo.git")
+    assert [h.kind for h in hits] == ["url_credentials"]
+    assert "ss" not in clean.split("@git.example.com")[0].split("deploy:")[1]
+    assert clean.endswith("@git.example.com/repo.git")
