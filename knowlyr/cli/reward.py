@@ -395,11 +395,15 @@ def leaderboard_cmd(
 
 @reward_app.command("rubrics")
 def rubrics_cmd(
+    domain_arg: str | None = typer.Argument(
+        None, metavar="[DOMAIN]", help="Domain profile name or profile file."
+    ),
     domain: str = typer.Option(
         "generic", "--domain", "-d", help="Domain profile name or profile file."
     ),
 ) -> None:
     """The rubrics of a domain: layer, normalised weight and what each measures."""
+    domain = domain_arg or domain
     from knowlyr.core import get_profile
     from knowlyr.errors import KnowlyrError
     from knowlyr.reward.rubrics import RUBRIC_VERSION, all_rubrics

@@ -79,6 +79,8 @@ def test_preferences_leaderboard_calibrate_rubrics(tmp_path):
     assert calibrated["config_hash"] != doc["config_hash"]
     res = runner.invoke(app, ["reward", "rubrics", "--domain", "coding"])
     assert res.exit_code == 0 and "goal_progress" in res.stdout and "non_redundancy" in res.stdout
+    res = runner.invoke(app, ["reward", "rubrics", "conversation"])  # the domain as an argument
+    assert res.exit_code == 0 and res.stdout.startswith("domain conversation")
 
 
 def test_bad_input_errors(tmp_path):
