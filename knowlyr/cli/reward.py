@@ -148,6 +148,13 @@ def score(
             "failed: see judge_errors); those steps hold the rule scores only",
             err=True,
         )
+    if not rewards:
+        typer.echo(
+            f"error: nothing was scored: {len(rejected)} input(s) rejected (reasons above); "
+            "give agent logs or trajectory JSONL",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 @reward_app.command("preferences")

@@ -84,6 +84,10 @@ def test_preferences_leaderboard_calibrate_rubrics(tmp_path):
 
 
 def test_bad_input_errors(tmp_path):
+    res = runner.invoke(app, ["reward", "score", str(tmp_path / "missing.json"), "-d", "coding"])
+    assert (
+        res.exit_code == 1 and "no such file" in res.output and "nothing was scored" in res.output
+    )
     res = runner.invoke(app, ["reward", "leaderboard", str(tmp_path / "missing.json")])
     assert res.exit_code == 1 and "cannot read rewards file" in res.output
     res = runner.invoke(app, ["reward", "score", str(FIXTURES / "swe_agent"), "-d", "nope"])
