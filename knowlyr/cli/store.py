@@ -92,9 +92,12 @@ def ingest(
     resolved verdicts) as they are stored; trajectories of those instances stored earlier
     are labelled too. Labels that arrive later: `knowlyr store label RESULTS`.
     """
+    from datetime import UTC, datetime
+
     from knowlyr.errors import KnowlyrError
     from knowlyr.store.ingest import ingest as run_ingest
 
+    started = datetime.now(UTC)
     try:
         s = _open(store)
         res = run_ingest(
@@ -119,15 +122,32 @@ def ingest(
         import polars as pl
 
         typer.echo(f"rejected@{res.rejected.version}: reasons kept in the 'rejected' table")
-        rows = s.read("rejected", version=res.rejected.version).filter(
-            ~pl.col("format").fill_null("").str.starts_with("labels:")
+        # this ingest's rejections: rows written now, and rows an earlier ingest already kept
+        # for these inputs (the same rejection is not added twice); newest first
+        prefixes = [str(Path(p).absolute()) for p in paths] + [str(p) for p in paths]
+        rows = (
+            s.read("rejected", version=res.rejected.version)
+            .filter(
+                ~pl.col("format").fill_null("").str.starts_with("labels:"),
+                (pl.col("created_at") >= started)
+                | pl.any_horizontal(pl.col("path").str.starts_with(x) for x in prefixes),
+            )
+            .sort("created_at", descending=True)
+            .unique(subset=["path", "line"], keep="first", maintain_order=True)
         )
-        for r in rows.tail(min(res.n_rejected, 10)).iter_rows(named=True):
+        for r in rows.head(min(res.n_rejected, 10)).iter_rows(named=True):
             where = r["path"] if r["line"] is None else f"{r['path']}:{r['line']}"
             typer.echo(f"  rejected {where}: {r['reason']}")
     if res.labels is not None:
         _echo_labels(res.labels)
     typer.echo(f"run {res.run_id} ({res.seconds:.2f}s)")
+    if res.new + res.duplicates == 0:
+        typer.echo(
+            f"error: nothing was recorded from {', '.join(map(str, paths))}: "
+            + ("every input was rejected (reasons above)" if res.read else "no log files found"),
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 @store_app.command("label")

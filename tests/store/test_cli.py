@@ -102,3 +102,19 @@ def test_ingest_batch_size_commits_per_batch(tmp_path, fixtures_dir) -> None:
     assert store.version("trajectories") >= (new + 1) // 2 - 1  # a commit per 2 trajectories
     bad = runner.invoke(app, ["ingest", str(fixtures_dir), "--store", url, "--batch-size", "0"])
     assert bad.exit_code != 0 and "batch-size" in bad.output
+
+
+def test_ingest_of_nothing_usable_exits_1_and_names_this_inputs_reasons(tmp_path) -> None:
+    url = str(tmp_path / "store")
+    res = runner.invoke(app, ["ingest", str(tmp_path / "nonexistent"), "--store", url])
+    assert res.exit_code == 1 and "no such file" in res.output
+    assert "nothing was recorded" in res.output
+    bad = tmp_path / "logs" / "bad.json"
+    bad.parent.mkdir()
+    bad.write_text('{"not": "a log"}')
+    res = runner.invoke(app, ["ingest", str(bad.parent), "--store", url])
+    assert res.exit_code == 1 and "no adapter recognises" in res.output
+    # the first input again: its rejection is already kept, and still its own reason is shown
+    res = runner.invoke(app, ["ingest", str(tmp_path / "nonexistent"), "--store", url])
+    assert res.exit_code == 1 and "no such file" in res.output
+    assert "no adapter recognises" not in res.output
