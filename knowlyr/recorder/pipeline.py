@@ -318,6 +318,10 @@ def detect_format(path: str | Path) -> str:
 # -- conversion -------------------------------------------------------------------------------
 
 
+# A record that holds no step is no episode: rejected (and counted) rather than stored.
+_NO_STEPS = "{}: no steps (the record holds no action, message or observation of the agent)"
+
+
 def _finish(
     traj: Trajectory,
     adapter: Adapter,
@@ -331,6 +335,8 @@ def _finish(
         raise RecordError(
             f"{adapter.name}: adapter returned {type(traj).__name__}, not a Trajectory", path=path
         )
+    if not traj.steps:
+        raise RecordError(_NO_STEPS.format(adapter.name), path=path, line=line)
     traj.__dict__["source"] = source(adapter.name, path, hashlib.sha256(raw).hexdigest(), line)
     if index is not None:
         traj.metadata["record_index"] = index
@@ -348,6 +354,8 @@ def _finish_document(
     put_raw: Callable[..., object] | None,
 ) -> Encoded:
     """:func:`_finish` and :func:`encode` for an adapter's JSON document."""
+    if not doc.get("steps"):
+        raise RecordError(_NO_STEPS.format(adapter.name), path=path, line=line)
     blob = hashlib.sha256(raw).hexdigest()
     src = {"format": adapter.name, "path": path, "blob": blob}
     if line is not None:

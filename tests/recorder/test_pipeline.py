@@ -405,3 +405,20 @@ def test_pool_workers_collect_garbage_even_when_forked_with_gc_paused(
     with paused():  # and the results are the same as without a pool
         got = list(iter_encoded([tmp_path], workers=2))
     assert [type(r) for r in got] == [Encoded] * 4
+
+
+def test_a_record_with_no_steps_is_rejected_and_counted(tmp_path: Path) -> None:
+    from knowlyr.recorder import Encoded, iter_encoded
+
+    p = tmp_path / "runs.jsonl"
+    p.write_text(
+        '{"messages": [{"role": "user", "content": "fix it"}], "instance_id": "a"}\n'
+        '{"messages": [{"role": "user", "content": "fix it"}, {"role": "assistant", '
+        '"content": "", "tool_calls": [{"id": "c1", "type": "function", "function": '
+        '{"name": "bash", "arguments": "{\\"command\\": \\"ls\\"}"}}]}], "instance_id": "b"}\n'
+    )
+    for results in (list(iter_records([p])), list(iter_encoded([p]))):
+        kept = [r for r in results if isinstance(r, Converted | Encoded)]
+        bad = [r for r in results if isinstance(r, Rejected)]
+        assert len(kept) == 1 and len(bad) == 1
+        assert bad[0].line == 1 and "no steps" in bad[0].reason

@@ -120,8 +120,9 @@ def test_rejected_records_are_redacted_too(tmp_path: Path) -> None:
     )
     results = list(iter_records([p]))
     bad = [r for r in results if isinstance(r, Rejected)]
-    assert len(bad) == 1 and bad[0].line == 2
-    _assert_clean(bad[0].raw)
+    # line 1 has no steps, line 2 is not JSON: both rejected, with their reasons
+    assert [(r.line, "no steps" in r.reason) for r in bad] == [(1, True), (2, False)]
+    _assert_clean(bad[1].raw)
 
 
 def test_cli_outputs_are_clean(tmp_path: Path) -> None:
