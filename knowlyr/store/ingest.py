@@ -103,13 +103,28 @@ def ingest(
     read = new = dups = 0
     manifest: Manifest | None = None
 
-    def flush() -> None:
+    params: dict[str, object] = {
+        "paths": [str(p) for p in paths],
+        "format": format,
+        "redact": redact,
+    }
+    batch_versions: list[int] = []  # versions committed (and recorded) batch by batch
+
+    def flush(*, batch: bool = False) -> None:
         nonlocal manifest, new, dups
         m = store.add_trajectories(pending)
         new += m.new
         dups += m.duplicates
         manifest = m
         pending.clear()
+        if batch and m.committed:
+            # every committed version has its run row, so lineage finds what wrote it
+            store.record_run(
+                "ingest",
+                outputs={"trajectories": m.version},
+                params={**params, "batch": len(batch_versions) + 1, "batch_size": batch_size},
+            )
+            batch_versions.append(m.version)
 
     # records come serialised (their table rows) and their raw bytes are stored as blobs
     # where they were converted (by the workers, with a pool)
@@ -123,7 +138,7 @@ def ingest(
                 tally.add(rec.id, decision, label, None)
             pending.append(rec)
             if batch_size is not None and len(pending) >= batch_size:
-                flush()
+                flush(batch=True)
         else:
             rejected_rows.append(
                 {
@@ -157,15 +172,14 @@ def ingest(
     if report is not None and label_rows:
         report.rejected = rej
     outputs: dict[str, int] = {}
-    if manifest.committed or v_before != manifest.version:
+    if (manifest.committed or v_before != manifest.version) and (
+        not batch_versions or manifest.version != batch_versions[-1]
+    ):
         outputs["trajectories"] = manifest.version
     if rej is not None and rej.committed:
         outputs["rejected"] = rej.version
-    params: dict[str, object] = {
-        "paths": [str(p) for p in paths],
-        "format": format,
-        "redact": redact,
-    }
+    if batch_versions:
+        params["batches"] = len(batch_versions)
     if report is not None:
         params.update(override=override, labels=report.counts())
     run: RunRecord = store.record_run(

@@ -100,6 +100,14 @@ def test_ingest_batch_size_commits_per_batch(tmp_path, fixtures_dir) -> None:
     store = Store.open(url)
     assert store.count("trajectories") == new
     assert store.version("trajectories") >= (new + 1) // 2 - 1  # a commit per 2 trajectories
+    # every committed version has the run row that wrote it: lineage resolves each one
+    written = {r.outputs["trajectories"] for r in store.runs(stage="ingest")
+               if "trajectories" in r.outputs}  # fmt: skip
+    versions = {v for v in range(store.version("trajectories") + 1) if store.count(
+        "trajectories", version=v) > (store.count("trajectories", version=v - 1) if v else 0)}  # fmt: skip
+    assert versions <= written and len(versions) >= 2
+    for v in versions:
+        assert store.lineage(f"trajectories@{v}").runs, v
     bad = runner.invoke(app, ["ingest", str(fixtures_dir), "--store", url, "--batch-size", "0"])
     assert bad.exit_code != 0 and "batch-size" in bad.output
 

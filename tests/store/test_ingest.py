@@ -6,16 +6,20 @@ from knowlyr.store import Store
 from knowlyr.store.ingest import ingest
 
 
-def test_ingest_in_batches_commits_per_batch_and_records_one_run(
+def test_ingest_in_batches_commits_per_batch_and_records_a_run_per_commit(
     store: Store, fixtures_dir
 ) -> None:
     res = ingest(store, fixtures_dir / "openhands", batch_size=1)
     assert res.new >= 2 and res.read == res.new + res.duplicates + res.n_rejected
     assert store.version("trajectories") == res.new - 1  # one version per new trajectory
     runs = store.runs(stage="ingest")
-    assert [r.run_id for r in runs] == [res.run_id]
-    assert runs[0].outputs["trajectories"] == res.version
-    assert runs[0].params["paths"] == [str(fixtures_dir / "openhands")]
+    # a run row per committed batch (each names its version), then the ingest's own
+    batches = sorted((r for r in runs if "batch" in r.params), key=lambda r: r.params["batch"])
+    assert [r.outputs["trajectories"] for r in batches] == list(range(res.new))
+    assert [r.params["batch"] for r in batches] == list(range(1, res.new + 1))
+    (final,) = [r for r in runs if r.run_id == res.run_id]
+    assert final.params["batches"] == res.new and len(runs) == res.new + 1
+    assert all(r.params["paths"] == [str(fixtures_dir / "openhands")] for r in runs)
     lin = store.lineage(f"trajectories@{res.version}")
     assert len(lin.trajectory_ids) == res.new and len(lin.raw_blobs) >= 1
 
