@@ -191,7 +191,11 @@ class DeltaTables:
             return set() if len(cols) == 1 else empty_frame(spec_for(table)).select(cols)
         ck = (name, v)
         if ck not in self._keys:
-            df = self.scan(table, version=v).select(cols).collect()
+            lf = self.scan(table, version=v)
+            spec = spec_for(table)
+            if spec is not None and spec.derive is not None:
+                lf = spec.derive(lf)  # rows written before a derived key column existed
+            df = lf.select(cols).collect()
             self._keys[ck] = set(df[cols[0]].to_list()) if len(cols) == 1 else df
             self._rows[(table, v)] = df.height
         return self._keys[ck]
@@ -323,13 +327,15 @@ class DeltaTables:
                 rows=0 if v is None else self.count(table, version=v),
                 digest=_digest([]),
             )
+        spec = spec_for(table)
+        if spec is not None and spec.derive is not None:
+            df = spec.derive(df)
         cols = self._key_cols(table, key) if on_duplicate != "append" else []
         missing = [c for c in cols if c not in df.columns]
         if missing:
             raise ConfigError(
                 f"rows for table {table!r} lack key column(s) {missing}: add them or pass key="
             )
-        spec = spec_for(table)
         if spec is not None and "created_at" in spec.columns and "created_at" not in df.columns:
             from datetime import UTC, datetime
 

@@ -21,7 +21,7 @@ evaluations    eval_id, task_id, agent, seed        checkpoint (blob hash), traj
 runs           run_id                               stage, status, inputs/outputs/params (JSON
                                                     str), code_version, started_at, ended_at,
                                                     error
-rejected       raw_blob, reason                     path, line, format, created_at
+rejected       raw_blob, reason, where              path, line, format, created_at
 calibrations   calibration_id                       kind, blob, profile, n, positives, cv_auc,
                                                     cv_brier, created_at
 =============  ===================================  ===========================================
@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import polars as pl
     import pyarrow as pa
 
@@ -61,6 +63,8 @@ class TableSpec:
     key: tuple[str, ...]
     columns: dict[str, str] = field(default_factory=dict)
     doc: str = ""
+    #: fills columns derived from others (e.g. a key part) on rows that lack them
+    derive: Callable[[Any], Any] | None = None
 
 
 TRAJECTORY_COLUMNS: dict[str, str] = {
@@ -169,7 +173,7 @@ TABLES: dict[str, TableSpec] = {
         ),
         TableSpec(
             "rejected",
-            ("raw_blob", "reason"),
+            ("raw_blob", "reason", "where"),
             {
                 "raw_blob": "str",
                 "reason": "str",
@@ -177,9 +181,12 @@ TABLES: dict[str, TableSpec] = {
                 "line": "i64",
                 "format": "str",
                 "created_at": "datetime",
+                "where": "str",
             },
             "records the recorder could not convert and labels not applied (contradictions), "
-            "with the reason; raw bytes (the log record, the results file) are blobs",
+            "with the reason; raw bytes (the log record, the results file) are blobs; one row "
+            "per place (`where` = path:line), so identical bad files are each named",
+            derive=lambda df: _rejected_where(df),
         ),
         TableSpec(
             "calibrations",
@@ -220,10 +227,28 @@ def polars_type(name: str) -> pl.DataType:
     }[name]
 
 
+def _rejected_where(df: Any) -> Any:
+    """``where`` = ``path:line`` (either may be empty) for rejected rows (a DataFrame or a
+    LazyFrame) that lack it, or hold it null (rows written before it existed)."""
+    import polars as pl
+
+    names = df.collect_schema().names()
+    part = [
+        pl.col(c).cast(pl.String).fill_null("") if c in names else pl.lit("")
+        for c in ("path", "line")
+    ]
+    where = pl.concat_str(part, separator=":")
+    if "where" in names:
+        where = pl.col("where").fill_null(where)
+    return df.with_columns(where.alias("where"))
+
+
 def conform(df: pl.DataFrame, spec: TableSpec | None) -> pl.DataFrame:
     """Cast declared columns, add missing declared ones as nulls, declared columns first."""
     import polars as pl
 
+    if spec is not None and spec.derive is not None:
+        df = spec.derive(df)
     if spec is None or not spec.columns:
         return df
     exprs = []

@@ -61,3 +61,44 @@ def test_encoded_records_make_the_same_table_as_trajectories(tmp_path, fixtures_
     assert a.equals(b)  # every column, the JSON included
     assert b.filter(pl.col("data").str.len_bytes() == 0).height == 0
     assert rows.get_trajectory(enc[0].id) == enc[0].trajectory()
+
+
+def test_identical_bad_files_are_each_named_and_a_rerun_adds_no_rejected_rows(
+    store: Store, tmp_path
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("a.json", "b.json", "c.json"):
+        (logs / name).write_bytes(b'{"not": "a log"}')  # same bytes, same reason, three files
+    res = ingest(store, logs)
+    assert res.n_rejected == 3
+    rows = store.read("rejected")
+    assert sorted(rows["path"].to_list()) == [str(logs / n) for n in ("a.json", "b.json", "c.json")]
+    assert rows["raw_blob"].n_unique() == 1  # one blob for the three
+    again = ingest(store, logs)
+    assert again.n_rejected == 3 and store.count("rejected") == 3  # already kept: no new rows
+
+
+def test_a_rejected_table_written_before_the_where_column_still_dedups(tmp_path) -> None:
+    from datetime import UTC, datetime
+
+    import polars as pl
+
+    store = Store.open(str(tmp_path / "store"))
+    store.append("runs", [{"run_id": "r0", "stage": "setup"}])
+    # the rejected table as earlier versions wrote it: keyed on (raw_blob, reason), no `where`
+    pl.DataFrame(
+        {
+            "raw_blob": ["a" * 64],
+            "reason": ["bad"],
+            "path": ["/x/a.json"],
+            "line": pl.Series([None], dtype=pl.Int64),
+            "format": pl.Series([None], dtype=pl.String),
+            "created_at": [datetime.now(UTC)],
+        }
+    ).write_delta(str(tmp_path / "store" / "tables" / "rejected"))
+    rows = [{"raw_blob": "a" * 64, "reason": "bad", "path": p, "line": None}
+            for p in ("/x/a.json", "/x/b.json")]  # fmt: skip
+    m = store.append("rejected", rows)
+    assert (m.new, m.duplicates) == (1, 1)  # a.json was kept already; b.json is named now
+    assert sorted(store.read("rejected")["path"].to_list()) == ["/x/a.json", "/x/b.json"]
