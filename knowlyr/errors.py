@@ -23,7 +23,8 @@ trajectory as an observation, never raised out of an environment.
     ├── RewardError                 the reward engine was misconfigured
     │   └── JudgeError              a judge call failed after every retry
     ├── ExportError                 a dataset could not be exported
-    └── TrainError                  a trainer could not be configured or run
+    ├── TrainError                  a trainer could not be configured or run
+    └── ServeError                  a model server did not start or answer (ends with its log)
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "RewardError",
     "SandboxError",
     "SandboxTimeoutError",
+    "ServeError",
     "StoreError",
     "TrainError",
     "UnknownEnvError",
@@ -156,3 +158,7 @@ class ExportError(KnowlyrError):
 
 class TrainError(KnowlyrError):
     """A trainer could not be configured or run."""
+
+
+class ServeError(KnowlyrError):
+    """A model server did not start or become healthy; the message ends with its log tail."""

@@ -9,6 +9,7 @@ from knowlyr.cli import record as _record
 from knowlyr.cli import reward as _reward
 from knowlyr.cli import rollout as _rollout
 from knowlyr.cli import sandbox as _sandbox
+from knowlyr.cli import serve as _serve
 from knowlyr.cli import store as _store
 from knowlyr.cli import train as _train
 
@@ -23,6 +24,7 @@ _record.install(app)
 _reward.install(app)
 _rollout.install(app)
 _sandbox.install(app)
+_serve.install(app)
 _store.install(app)
 _train.install(app)
 
