@@ -21,7 +21,11 @@ class CollectParams(BaseModel):
     suite: str = Field("conversation", description="task suite the episodes are drawn from")
     family: str | None = Field("order_status", description="task family (None: all families)")
     split: Literal["train", "heldout"] | None = Field("train", description="task split")
-    agent: str = Field("expert", description="expert | noisy[:p] | random | checkpoint:<path>")
+    agent: str = Field(
+        "expert",
+        description="expert | noisy[:p] | random | checkpoint:<path> | openai:<model>[@<base_url>]"
+        " | anthropic:<model> (see knowlyr.agents.spec.agent_factory)",
+    )
     episodes: int = Field(64, gt=0, description="episodes to run (one per sampled task)")
     shards: int = Field(2, gt=0, description="rollout tasks fanned out through the task runner")
     seed: int = Field(0, description="task sampling and episode seed")

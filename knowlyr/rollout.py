@@ -12,7 +12,13 @@ A bad rollout is data, not a crash: an exception from the agent or the env ends 
 episode and it is recorded with ``outcome.success = False`` and ``outcome.reason =
 "error: ..."``; an episode cut off by ``max_steps`` is recorded as truncated and failed.
 Configuration errors (an unknown family, no sandbox backend) are raised: they are not
-rollouts.
+rollouts. A model API call that failed for good (:class:`~knowlyr.agents.api.ModelCallError`,
+after the agent's retries) is recorded as one more step, an ``invalid_action`` whose
+observation is the error, before the episode ends that way.
+
+Agents get the env's tool schemas (its ``tool_schemas()``) in the reset ``info["tools"]``.
+An agent that sets ``last_usage`` (a :class:`~knowlyr.trajectory.Usage`) in ``act`` has it
+stored as that step's ``usage``, and an action's ``call_id`` is kept on its ``ToolCall``.
 
 Example:
     >>> from knowlyr.agents import ExpertAgent
@@ -29,14 +35,26 @@ import threading
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
+from knowlyr.agents.api import ModelCallError
 from knowlyr.agents.base import Agent
 from knowlyr.core.env import Action, AgentEnv, TimeStep
 from knowlyr.core.registry import make, spec
 from knowlyr.core.wrappers import RecorderWrapper, RewardWrapper
 from knowlyr.errors import BackendUnavailableError, ConfigError
-from knowlyr.trajectory import Outcome, Source, TaskInfo, Trajectory
+from knowlyr.trajectory import (
+    INVALID_ACTION_TOOL,
+    Observation,
+    Outcome,
+    Source,
+    Step,
+    TaskInfo,
+    ToolCall,
+    Trajectory,
+    Usage,
+)
 
 __all__ = ["DEFAULT_MAX_STEPS", "collect", "run_episode"]
 
@@ -82,16 +100,41 @@ def run_episode(
     except Exception as e:  # a bad rollout is data
         return _failed(env, agent, task, e)
     try:
-        agent.reset(ts.info)
+        agent.reset(_reset_info(env, ts))
         while not ts.done:
             action: Action = agent.act(ts.observation, ts.info)
             ts = env.step(action)
+            _annotate_step(env, agent, action)
+    except ModelCallError as e:  # the model API failed for good: a last, failed step
+        return _failed(env, agent, task, e, model_call_failed=True)
     except Exception as e:  # a bad rollout is data
         return _failed(env, agent, task, e)
     traj = env.trajectory
     if ts.truncated and not ts.terminated and traj.outcome.success is None:
         _fill_truncated(env, traj)
     return traj
+
+
+def _reset_info(env: AgentEnv, ts: TimeStep) -> dict[str, Any]:
+    """The reset info for the agent, with the env's tool schemas under ``"tools"``."""
+    schemas = getattr(env.unwrapped, "tool_schemas", None)
+    if "tools" in ts.info or not callable(schemas):
+        return ts.info
+    return {**ts.info, "tools": schemas()}
+
+
+def _annotate_step(env: RecorderWrapper, agent: Agent, action: Action) -> None:
+    """Put the agent's ``last_usage`` and the action's ``call_id`` on the step just recorded."""
+    usage = getattr(agent, "last_usage", None)
+    call_id = action.get("call_id") if isinstance(action, dict) else None
+    steps = getattr(env, "_steps", None)
+    if not steps or (usage is None and not call_id):
+        return
+    step = steps[-1]  # the same object as in the finished trajectory
+    if usage is not None:
+        step.usage = usage if isinstance(usage, Usage) else Usage.model_validate(usage)
+    if call_id and step.action is not None and step.action.call_id is None:
+        step.action.call_id = str(call_id)
 
 
 def _fill_truncated(env: AgentEnv, traj: Trajectory) -> None:
@@ -111,13 +154,22 @@ def _fill_truncated(env: AgentEnv, traj: Trajectory) -> None:
     traj.metadata.update({k: v for k, v in extra.items() if k not in Outcome.model_fields})
 
 
-def _failed(env: RecorderWrapper, agent: Agent, task: Any, e: Exception) -> Trajectory:
+def _failed(
+    env: RecorderWrapper,
+    agent: Agent,
+    task: Any,
+    e: Exception,
+    *,
+    model_call_failed: bool = False,
+) -> Trajectory:
     task_info = getattr(env, "_task", None)
     if task_info is None or not getattr(env, "_open", False):
         task_info = _fallback_task(task, env)
         steps = []
     else:
         steps = list(getattr(env, "_steps", []))
+        if model_call_failed:
+            steps.append(_failed_call_step(len(steps), str(e)))
     reason = f"error: {type(e).__name__}: {e}"
     env._open = False  # the recorder must not finish this episode later
     return Trajectory(
@@ -127,6 +179,17 @@ def _failed(env: RecorderWrapper, agent: Agent, task: Any, e: Exception) -> Traj
         outcome=Outcome(success=False, terminated=False, truncated=True, reason=reason[:500]),
         source=Source(format=env.source_format),
         metadata={"error": reason, "traceback": traceback.format_exc()[-4000:]},
+    )
+
+
+def _failed_call_step(index: int, error: str) -> Step:
+    """The step of a model call that failed for good: an invalid action whose answer is the error."""
+    return Step(
+        index=index,
+        action=ToolCall(tool=INVALID_ACTION_TOOL, params={"raw": "", "error": error}),
+        observation=Observation(output=f"Error: {error}", exit_code=1, error=error),
+        timestamp=datetime.now(UTC),
+        metadata={"model_call_failed": True},
     )
 
 

@@ -13,13 +13,18 @@ def agent_factory(agent: str, *, seed: int = 0) -> Callable[[], Any]:
 
     Args:
         agent: ``expert`` (the suite's scripted expert), ``noisy`` or ``noisy:<p>`` (an expert
-            that fumbles a fraction ``p`` of its steps, default 0.3), ``random``, or
+            that fumbles a fraction ``p`` of its steps, default 0.3), ``random``,
             ``checkpoint:<path>`` (a local Hugging Face checkpoint through the inference
-            bridge).
+            bridge), ``openai:<model>[@<base_url>]`` (:class:`~knowlyr.agents.OpenAIAgent`:
+            OpenAI, or any OpenAI-compatible server such as vLLM at
+            ``http://host:8000/v1``) or ``anthropic:<model>[@<base_url>]``
+            (:class:`~knowlyr.agents.AnthropicAgent`; the server also from
+            ``ANTHROPIC_BASE_URL``).
         seed: the seed of the noisy / random agents.
 
     Raises:
         ValueError: ``agent`` names none of these.
+        ConfigError: an API agent without its API key (checked once, here).
 
     Example:
         >>> from knowlyr.rollout import collect
@@ -34,7 +39,10 @@ def agent_factory(agent: str, *, seed: int = 0) -> Callable[[], Any]:
     if kind == "expert":
         return ExpertAgent
     if kind == "noisy":
-        noise = float(arg) if arg else 0.3
+        try:
+            noise = float(arg) if arg else 0.3
+        except ValueError:
+            raise ValueError(f"noisy:<p> needs a number p, got {agent!r}") from None
         return lambda: NoisyExpert(noise, seed=seed)
     if kind == "random":
         return lambda: RandomAgent(seed=seed)
@@ -42,6 +50,17 @@ def agent_factory(agent: str, *, seed: int = 0) -> Callable[[], Any]:
         from knowlyr.agents.inference import AgentInference
 
         return lambda: AgentInference.from_pretrained(arg, max_new_tokens=96).create_agent()
+    if kind in ("openai", "anthropic") and arg:
+        from knowlyr.agents.api import split_base_url
+
+        if kind == "openai":
+            from knowlyr.agents.openai_agent import OpenAIAgent as api_agent
+        else:
+            from knowlyr.agents.anthropic_agent import AnthropicAgent as api_agent
+        model, base_url = split_base_url(arg)
+        api_agent(model, base_url=base_url).close()  # a missing key fails here, not per episode
+        return lambda: api_agent(model, base_url=base_url)
     raise ValueError(
-        f"agent must be 'expert', 'noisy[:p]', 'random' or 'checkpoint:<path>', got {agent!r}"
+        "agent must be 'expert', 'noisy[:p]', 'random', 'checkpoint:<path>', "
+        f"'openai:<model>[@<base_url>]' or 'anthropic:<model>[@<base_url>]', got {agent!r}"
     )

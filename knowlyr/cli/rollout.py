@@ -7,6 +7,9 @@ Examples::
     knowlyr task coding-gcd-0064 --full            # one task as JSON (--full: with the solution)
     knowlyr rollout knowlyr/sandbox --agent expert -n 20 --concurrency 2 --out trajs.jsonl
     knowlyr rollout knowlyr/sandbox --tasks my_tasks.jsonl -n 5   # your own tasks
+    knowlyr rollout knowlyr/conversation --agent openai:gpt-4o-mini -n 20 --concurrency 8
+    knowlyr rollout knowlyr/conversation --agent openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1
+    knowlyr rollout knowlyr/conversation --agent anthropic:claude-sonnet-4-5 -n 20 --concurrency 4
 """
 
 from __future__ import annotations
@@ -27,25 +30,16 @@ def install(app: typer.Typer) -> None:
 
 
 def make_agent(agent: str, *, seed: int = 0):
-    """A zero-argument factory for ``expert``, ``noisy[:p]`` or ``random``."""
-    from knowlyr.agents import ExpertAgent, NoisyExpert, RandomAgent
+    """A zero-argument factory for an agent spec (see :func:`knowlyr.agents.spec.agent_factory`)."""
+    from knowlyr.agents.spec import agent_factory
+    from knowlyr.errors import ConfigError
 
-    kind, _, arg = agent.partition(":")
-    if kind == "expert" and not arg:
-        return ExpertAgent
-    if kind == "noisy":
-        try:
-            noise = float(arg) if arg else 0.3
-        except ValueError:
-            raise typer.BadParameter(
-                f"noise must be a number, got {arg!r}", param_hint="--agent"
-            ) from None
-        return lambda: NoisyExpert(noise, seed=seed)
-    if kind == "random" and not arg:
-        return lambda: RandomAgent(seed=seed)
-    raise typer.BadParameter(
-        f"use expert, noisy[:p] or random, got {agent!r}", param_hint="--agent"
-    )
+    try:
+        return agent_factory(agent, seed=seed)
+    except ConfigError:
+        raise  # e.g. no API key: reported like any configuration error
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--agent") from None
 
 
 def tasks(
@@ -100,7 +94,11 @@ def show(
 
 def rollout(
     env_id: str = typer.Argument(..., help="Registered env id, e.g. knowlyr/conversation."),
-    agent: str = typer.Option("expert", help="expert, noisy[:p] or random."),
+    agent: str = typer.Option(
+        "expert",
+        help="expert, noisy[:p], random, checkpoint:PATH, openai:MODEL[@BASE_URL] "
+        "(OpenAI or an OpenAI-compatible server) or anthropic:MODEL.",
+    ),
     n: int = typer.Option(10, "-n", help="Episodes."),
     concurrency: int = typer.Option(1, help="Episodes at once."),
     seed: int = typer.Option(0, help="Episode i uses seed + i."),
@@ -122,6 +120,7 @@ def rollout(
     env_kwargs = {k: v for k, v in (("family", family), ("split", split)) if v is not None}
     tasks = None
     try:
+        factory = make_agent(agent, seed=seed)
         if tasks_file is not None:
             loaded = load_tasks(tasks_file)
             for r in loaded.rejected:
@@ -132,7 +131,7 @@ def rollout(
             tasks = loaded.tasks
         trajs = collect(
             env_id,
-            make_agent(agent, seed=seed),
+            factory,
             n,
             max_steps=max_steps,
             seed=seed,
@@ -152,6 +151,19 @@ def rollout(
     errors = sum(1 for t in trajs if (t.outcome.reason or "").startswith("error:"))
     typer.echo(
         f"{env_id}: {len(trajs)} episodes, {ok} successful ({ok / max(len(trajs), 1):.0%}), "
-        f"{steps:.1f} steps on average, {errors} errored" + (f"; wrote {out}" if out else ""),
+        f"{steps:.1f} steps on average, {errors} errored"
+        + _usage_summary(trajs)
+        + (f"; wrote {out}" if out else ""),
         file=sys.stdout,
     )
+
+
+def _usage_summary(trajs) -> str:
+    """``", N tokens ($C)"`` over the steps that report usage (cost only when every one has it)."""
+    usages = [s.usage for t in trajs for s in t.steps if s.usage is not None]
+    if not usages:
+        return ""
+    tokens = sum((u.prompt_tokens or 0) + (u.completion_tokens or 0) for u in usages)
+    costs = [u.cost_usd for u in usages]
+    cost = f" (${sum(costs):.4f})" if all(c is not None for c in costs) else ""
+    return f", {tokens} tokens{cost}"
