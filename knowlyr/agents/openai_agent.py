@@ -8,8 +8,14 @@ tool call is a ``role: tool`` message with its ``tool_call_id``. The key comes f
 servers do not check it).
 
 Servers must parse tool calls out of the model's text: vLLM with
-``--enable-auto-tool-choice --tool-call-parser <parser>``, llama.cpp with ``--jinja``.
-``base_url`` is the API root including ``/v1`` (``http://127.0.0.1:8000/v1``).
+``--enable-auto-tool-choice --tool-call-parser <parser>``, llama.cpp with ``--jinja``;
+``transformers serve`` does it for Qwen-family checkpoints (see :mod:`knowlyr.agents.serve`,
+whose ``served.policy`` is a spec for this agent). A server that does not parse them returns
+the call as text, which is an invalid action here. ``transformers serve`` answers a tool call
+it cannot parse (malformed JSON) with HTTP 500: that is retried like any 5xx (greedy decoding
+gives the same reply again) and then ends the episode with a failed step, so give such a
+server a small ``max_attempts``. ``base_url`` is the API root including ``/v1``
+(``http://127.0.0.1:8000/v1``).
 
 Example:
     >>> from knowlyr.rollout import collect
