@@ -36,10 +36,11 @@ CPU with the tiny Qwen2 checkpoints of :mod:`knowlyr.train.models`:
   ``max_tokens``) makes the non-streaming request fail with **HTTP 500** (the text is lost;
   streaming drops the tail or breaks the connection): a client must count that as an invalid
   action (not retry it: greedy decoding fails the same way) and give ``max_tokens`` room; the
-  next request on a pooled connection may then fail to connect once (retry that). For other model types (e.g. llama) nothing is parsed:
-  ``content`` is the raw generation decoded with ``skip_special_tokens=True``, which keeps our
-  ``<tool_call>`` tags (they are added, not special, tokens), and
-  :func:`knowlyr.agents.action_format.parse_action_text` turns it into the action.
+  next request on a pooled connection may then fail to connect once (retry that). For other
+  model types (e.g. llama) nothing is parsed: ``content`` is the raw generation decoded with
+  ``skip_special_tokens=True``, which keeps our ``<tool_call>`` tags (they are added, not
+  special, tokens), and :func:`knowlyr.agents.action_format.parse_action_text` turns it into
+  the action.
 - In the request, an assistant message's ``content`` is dropped when it has ``tool_calls``, and
   a tool message keeps only ``role``, ``content`` and ``tool_call_id``. To show the model
   exactly the text it was trained on (thought included), send a past assistant turn as plain
