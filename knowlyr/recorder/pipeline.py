@@ -9,7 +9,7 @@ is one trajectory).
 
 Example:
     >>> from knowlyr.recorder import convert
-    >>> report = convert(["../shared/fixtures"])  # doctest: +SKIP
+    >>> report = convert(["tests/data/fixtures"])  # doctest: +SKIP
     >>> report.read == report.converted + report.rejected  # doctest: +SKIP
     True
 """
@@ -295,7 +295,7 @@ def detect_format(path: str | Path) -> str:
         RecordError: when the file is missing or not JSON at all.
 
     Example:
-        >>> detect_format("../shared/fixtures/swe_agent/pydicom__pydicom-1458.traj")  # doctest: +SKIP
+        >>> detect_format("tests/data/fixtures/swe_agent/pydicom__pydicom-1458.traj")  # doctest: +SKIP
         'swe_agent'
     """
     p = Path(path)
@@ -691,7 +691,7 @@ def convert(
     :func:`iter_records`.
 
     Example:
-        >>> r = convert(["../shared/fixtures/openhands"])  # doctest: +SKIP
+        >>> r = convert(["tests/data/fixtures/openhands"])  # doctest: +SKIP
         >>> (r.read, r.converted, r.rejected)  # doctest: +SKIP
         (4, 4, 0)
     """

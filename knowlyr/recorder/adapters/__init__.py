@@ -26,7 +26,17 @@ from knowlyr.recorder.adapters import (
     knowlyr,
     mini_swe_agent,
     openhands,
+    openhands_output,
     swe_agent,
 )
 
-__all__ = ["agentgym", "atif", "chat", "knowlyr", "mini_swe_agent", "openhands", "swe_agent"]
+__all__ = [
+    "agentgym",
+    "atif",
+    "chat",
+    "knowlyr",
+    "mini_swe_agent",
+    "openhands",
+    "openhands_output",
+    "swe_agent",
+]
