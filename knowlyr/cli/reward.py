@@ -278,7 +278,6 @@ def _calibrate_outcomes(
     report: Path | None,
 ) -> None:
     """``reward calibrate --outcomes`` / ``--from-store``."""
-    from knowlyr._gc import paused
     from knowlyr.errors import KnowlyrError
     from knowlyr.reward.outcome_calibration import plot_reliability
 
@@ -297,7 +296,7 @@ def _calibrate_outcomes(
             res = fit.result
             typer.echo(f"{fit.unlabelled} trajectories without a label were left out", err=True)
         else:
-            res = _fit_on_logs(paths, results, domain, method, folds, format, paused)
+            res = _fit_on_logs(paths, results, domain, method, folds, format)
             if store:
                 from knowlyr.reward.store_io import save_calibration
                 from knowlyr.store import Store
@@ -328,8 +327,8 @@ def _fit_on_logs(
     method: str,
     folds: int,
     format: str | None,
-    paused: Any,
 ) -> Any:
+    from knowlyr._gc import paused
     from knowlyr.labels import load_labels
     from knowlyr.recorder import Converted, iter_records
     from knowlyr.reward.engine import RewardEngine
