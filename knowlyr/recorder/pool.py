@@ -13,10 +13,17 @@ it is.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 import math
 import multiprocessing
+import os
 import pickle
+import signal
+import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -81,11 +88,50 @@ def _unpack(blob: bytes, encoded: bool = False) -> list[Any]:
         ]
 
 
-def _worker_init() -> None:
-    """Pool workers: stop re-scanning what the fork inherited, and collect young objects rarely
-    (a work unit makes ~100k short-lived, acyclic objects). The collector is switched on even
-    when the parent forked with it paused (``store.ingest``, ``convert``): a rejected record's
-    caught exception leaves a reference cycle that only it frees."""
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent: int) -> None:
+    """End this worker when the process that started the pool dies (even by ``kill -9``).
+
+    An idle worker blocks reading its call queue, and the pipe never closes while a sibling
+    worker holds the other end: without this, the workers of a killed ``knowlyr ingest``
+    live on for good. Linux delivers SIGKILL on the parent's death (``PR_SET_PDEATHSIG``);
+    the pid check after it covers a parent that died before the call. Where prctl is missing,
+    a daemon thread polls the parent pid instead.
+
+    The death signal follows the *thread* that forked the worker: with ``fork`` the pool
+    starts its workers in the thread of the first ``submit``, i.e. the one iterating
+    :func:`iter_pool`, which must outlive the iteration (it does: a generator is driven by
+    its consumer).
+    """
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent:  # the parent is already gone
+        os._exit(1)
+    if not armed:
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="knowlyr-pool-parent-watch", daemon=True).start()
+
+
+def _worker_init(parent: int | None = None) -> None:
+    """Pool workers: die with ``parent`` (:func:`_die_with_parent`), stop re-scanning what the
+    fork inherited, and collect young objects rarely (a work unit makes ~100k short-lived,
+    acyclic objects). The collector is switched on even when the parent forked with it paused
+    (``store.ingest``, ``convert``): a rejected record's caught exception leaves a reference
+    cycle that only it frees."""
+    if parent is not None:
+        _die_with_parent(parent)
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
     gc.enable()
@@ -210,7 +256,10 @@ def iter_pool(
     # lazy: big JSONL files are read slice by slice
     units = _units(files, fmt, redact, per_batch, writer)
     with ProcessPoolExecutor(
-        max_workers=workers, initializer=_worker_init, mp_context=_context()
+        max_workers=workers,
+        initializer=_worker_init,
+        initargs=(os.getpid(),),
+        mp_context=_context(),
     ) as pool:
         pending: deque[Any] = deque()
 
