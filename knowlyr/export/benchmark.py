@@ -2,9 +2,9 @@
 
 :func:`export_benchmark` writes held-out tasks with their reference outcome (what the expert
 or reference solution achieved), so an evaluation can be re-run and compared later.
-:func:`split_by_task` splits any exported dataset by task id, with the same hash rule as the
-task suites (:func:`knowlyr.taskset.split_of`), so no task is in two splits and a suite's
-held-out tasks stay held out.
+:func:`split_by_task` splits any exported dataset by task id, with the task suites' own
+rule (:func:`knowlyr.taskset.split_of`: by instruction text), so no task is in two splits and
+a suite's held-out tasks stay held out.
 
 Example:
     >>> from knowlyr.taskset import get_suite

@@ -2,9 +2,10 @@
 
 A :class:`Suite` is an indexed, deterministic collection of tasks: ``suite.task(i)`` builds
 the same :class:`~knowlyr.taskset.task.Task` every time, so suites of thousands of
-procedurally generated tasks cost nothing until a task is used. A task's split comes from a
-hash of its id (:func:`split_of`), so train and held-out never share a task, whatever the
-sample size or seed.
+procedurally generated tasks cost nothing until a task is used. Splits are decided by
+instruction text (:meth:`Suite.split_of`): tasks that ask the same thing (whitespace
+normalised) are always in the same split, so no held-out instruction is ever trained on,
+whatever the sample size or seed.
 
 Example:
     >>> from knowlyr.taskset import sample
@@ -36,6 +37,7 @@ __all__ = [
     "register_tasks",
     "sample",
     "split_of",
+    "split_text",
 ]
 
 HELDOUT_FRACTION = 0.2
@@ -52,16 +54,44 @@ _LOADED_TASKS: dict[str, Task] = {}
 _LOCK = threading.Lock()
 
 
-def split_of(task_id: str, *, heldout_fraction: float = HELDOUT_FRACTION) -> Split:
-    """``heldout`` for a fixed ``heldout_fraction`` of task ids, ``train`` for the rest.
+def _id_score(task_id: str) -> int:
+    """sha256 of ``task_id`` as a number in ``[0, 1_000_000)``: a task's place in the split
+    order."""
+    return int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "big") % 1_000_000
 
-    Decided by sha256 of the id alone, so the same task is in the same split in every run,
-    sample and process.
-    """
+
+def _check_fraction(heldout_fraction: float) -> None:
     if not 0.0 <= heldout_fraction <= 1.0:
         raise ConfigError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
-    h = int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "big")
-    return "heldout" if (h % 1_000_000) < heldout_fraction * 1_000_000 else "train"
+
+
+def split_text(instruction: str) -> str:
+    """What decides a split: ``instruction`` with runs of whitespace made one space."""
+    return " ".join(instruction.split())
+
+
+def split_of(task_id: str, *, heldout_fraction: float = HELDOUT_FRACTION) -> Split:
+    """The split of a task, the same in every run, sample and process.
+
+    - A task of a registered suite (``<suite>-<family>-<n>``): the suite's split, decided by
+      instruction text (see :meth:`Suite.split_of`).
+    - A loaded task (:func:`register_tasks`): the split it carries.
+    - Any other id: ``heldout`` for a fixed ``heldout_fraction`` of ids (sha256 of the id).
+
+    Example:
+        >>> split_of("conversation-order_status-00000") in ("train", "heldout")
+        True
+    """
+    _check_fraction(heldout_fraction)
+    task = _LOADED_TASKS.get(task_id)
+    if task is not None and heldout_fraction == HELDOUT_FRACTION:
+        return task.split
+    prefix = task_id.split("-", 1)[0]
+    if prefix in _BUILTIN or prefix in _SUITES:
+        suite = get_suite(prefix)
+        if task_id in suite._index:
+            return suite.split_of(task_id, heldout_fraction=heldout_fraction)
+    return "heldout" if _id_score(task_id) < heldout_fraction * 1_000_000 else "train"
 
 
 class Suite(abc.ABC):
@@ -69,6 +99,9 @@ class Suite(abc.ABC):
 
     Subclasses set ``name``, ``domain`` and ``families`` and implement :meth:`_ids` (all task
     ids, cheap) and :meth:`_build` (one task from its index).
+
+    Splits (:meth:`split_of`) are decided by instruction text: every task is built once, the
+    first time a split is asked for (about a second for 20,000 tasks).
     """
 
     name: str = ""
@@ -107,8 +140,60 @@ class Suite(abc.ABC):
                 f"task index {index} out of range for suite {self.name!r} (size {len(self)})"
             )
         t = self._build(index)
-        t.split = split_of(t.task_id)
+        t.split = self._splits(HELDOUT_FRACTION)[index]
         return t
+
+    def split_of(self, task_id: str, *, heldout_fraction: float = HELDOUT_FRACTION) -> Split:
+        """``train`` or ``heldout``: tasks whose instructions are the same text (whitespace
+        normalised, :func:`split_text`) are always in the same split.
+
+        Such a group of tasks goes to ``heldout`` whole. Each family's groups are taken in
+        the order of their first task's id hash (sha256) while they bring the family's
+        held-out count closer to ``heldout_fraction`` of its tasks (a family's rounding, up to
+        one task, carries over to the next), so every family keeps about that share
+        (a family of a few distinct questions asked of many databases gets whole questions
+        held out), and a suite whose instructions are all distinct splits as a hash of its
+        ids would.
+
+        Raises:
+            ConfigError: no such task in this suite.
+        """
+        try:
+            index = self._index[task_id]
+        except KeyError:
+            raise ConfigError(f"suite {self.name!r} has no task {task_id!r}") from None
+        return self._splits(heldout_fraction)[index]
+
+    def _splits(self, heldout_fraction: float) -> list[Split]:
+        """Every task's split, in index order (computed once per fraction)."""
+        _check_fraction(heldout_fraction)
+        cache: dict[float, list[Split]] = self.__dict__.setdefault("_split_cache", {})
+        if heldout_fraction not in cache:
+            cache[heldout_fraction] = self._assign_splits(heldout_fraction)
+        return cache[heldout_fraction]
+
+    def _assign_splits(self, heldout_fraction: float) -> list[Split]:
+        groups: dict[str, list[int]] = {}
+        for i in range(len(self)):
+            groups.setdefault(split_text(self._build(i).instruction), []).append(i)
+        by_family: dict[str, list[list[int]]] = {}
+        for members in groups.values():
+            by_family.setdefault(self.family_of(self.ids[members[0]]), []).append(members)
+        splits: list[Split] = ["train"] * len(self)
+        order = [f for f in self.families if f in by_family]
+        order += sorted(set(by_family) - set(order))
+        carry = 0.0  # the last family's rounding (up to one task either way) goes to the next
+        for fam in order:
+            fam_groups = by_family[fam]
+            target = heldout_fraction * sum(len(g) for g in fam_groups) + carry
+            held = 0
+            for g in sorted(fam_groups, key=lambda g: (_id_score(self.ids[g[0]]), g[0])):
+                if abs(held + len(g) - target) < abs(held - target):
+                    held += len(g)
+                    for i in g:
+                        splits[i] = "heldout"
+            carry = max(-1.0, min(1.0, target - held))
+        return splits
 
     def get(self, task_id: str) -> Task:
         """The task with this id.
@@ -126,11 +211,12 @@ class Suite(abc.ABC):
     ) -> list[str]:
         """Task ids in ``split`` and ``family`` (either may be ``None`` for all)."""
         fams = _families(self, family)
+        splits = self._splits(HELDOUT_FRACTION) if split is not None else None
         return [
             tid
-            for tid in self.ids
+            for i, tid in enumerate(self.ids)
             if (fams is None or self.family_of(tid) in fams)
-            and (split is None or split_of(tid) == split)
+            and (splits is None or splits[i] == split)
         ]
 
     def tasks(

@@ -30,8 +30,8 @@ class Task(TaskInfo):
 
     Attributes:
         family: the generator family inside the suite (``order_status``, ``refund``...).
-        split: ``train`` or ``heldout``, decided by a hash of ``task_id`` (see
-            :func:`knowlyr.taskset.split_of`).
+        split: ``train`` or ``heldout``; tasks of a suite with the same instruction text
+            share one (see :func:`knowlyr.taskset.split_of`).
         files: workspace files (path -> text) written before the episode starts.
         hidden_tests: test files (path -> text) written only after ``submit``.
         test_command: shell command that runs the hidden tests and prints a
