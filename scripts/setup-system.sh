@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages knowlyr needs on Debian 12 (run as root; idempotent, < 2 s when
 # everything is present):
-#   - bubblewrap: the local sandbox backend;
+#   - bubblewrap and libseccomp2: the local sandbox backend and its seccomp filter;
 #   - python3 and git from Debian (coding tasks run them inside the sandbox);
 #   - Podman and its runtime pieces, /etc/containers/containers.conf, and the offline image
 #     knowlyr-sandbox:latest (python3 + git, built from host packages): the container backend.
@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
+# libseccomp: the local sandbox's seccomp filter (Python binding: pyseccomp, from PyPI)
+compgen -G '/usr/lib/*/libseccomp.so.2' >/dev/null || need+=(libseccomp2)
 [ -x /usr/bin/python3 ] || need+=(python3)
 [ -x /usr/bin/git ] || need+=(git)
 command -v podman >/dev/null || need+=(podman runc crun fuse-overlayfs slirp4netns uidmap catatonit)

@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from knowlyr.errors import SandboxError
@@ -56,6 +57,13 @@ while True:
             for fd in fds:
                 if fd > 2:
                     os.close(fd)
+            for i, path in enumerate(cfg["files"], 3):  # e.g. bubblewrap's --seccomp 3
+                fd = os.open(path, os.O_RDONLY)
+                if fd != i:
+                    os.dup2(fd, i)
+                    os.close(fd)
+                else:
+                    os.set_inheritable(fd, True)
             for res, value in cfg["limits"]:
                 resource.setrlimit(res, (value, value))
             if cfg["uid"] is not None:
@@ -101,6 +109,8 @@ class Spawner:
         uid, gid: the user commands run as (``None`` keeps the caller's).
         limits: ``[(resource.RLIMIT_*, value), ...]`` set (soft = hard) on every command.
         cgroup_procs: ``cgroup.procs`` files the spawner joins once, before any command.
+        files: files every command gets open (read-only) as fds 3, 4, ..., opened before
+            the uid drop.
     """
 
     def __init__(
@@ -110,8 +120,11 @@ class Spawner:
         gid: int | None,
         limits: list[tuple[int, int]],
         cgroup_procs: list[Path],
+        files: Sequence[Path] = (),
     ):
-        self._cfg = json.dumps({"uid": uid, "gid": gid, "limits": limits})
+        self._cfg = json.dumps(
+            {"uid": uid, "gid": gid, "limits": limits, "files": [str(f) for f in files]}
+        )
         self._cgroup_procs = cgroup_procs
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None

@@ -60,6 +60,12 @@ class SandboxConfig(BaseModel):
         20_000, gt=0, description="Longer command output is truncated with a marker."
     )
     workdir: str = Field("/workspace", description="Workspace path inside the sandbox.")
+    seccomp: bool = Field(
+        True,
+        description="Local backend: a seccomp filter denies namespaces, mounts, the keyring, "
+        "ptrace and kernel-level system calls (knowlyr.sandbox.seccomp); turn it off only for "
+        "tasks that need e.g. a debugger. Containers use their engine's default profile.",
+    )
 
 
 class Sandbox(abc.ABC):

@@ -14,7 +14,10 @@ sandbox's own first (bubblewrap run as root keeps its capabilities). Limits:
   processes of that sandbox alone;
 * a wall-clock timeout: the command runs as pid 1's child in its own PID namespace, so
   killing that pid 1 kills every process it started, ``setsid`` grandchildren included, and
-  the output pipes close. Nothing a command starts outlives it.
+  the output pipes close. Nothing a command starts outlives it;
+* a seccomp filter built with libseccomp (:mod:`knowlyr.sandbox.seccomp`), comparable to a
+  container engine's default profile: no nested user namespaces, mounts, keyring, ptrace,
+  ``bpf``, ``perf_event_open``, ``kexec``... (``SandboxConfig(seccomp=False)`` turns it off).
 
 The workspace lives on the host (``read_file``/``write_file`` are plain file operations that
 refuse paths leaving it, symlinks included), and snapshots are incremental copies
@@ -73,10 +76,15 @@ umask 022
 """
 
 
-def local_available() -> str | None:
-    """``None`` when the local backend can run here, else the reason and the fix."""
+def local_available(*, seccomp: bool = True) -> str | None:
+    """``None`` when the local backend (with its seccomp filter, unless ``seccomp=False``)
+    can run here, else the reason and the fix."""
     if shutil.which("bwrap") is None:
         return f"bubblewrap (bwrap) is not installed; {INSTALL_HINT}"
+    if seccomp:
+        from knowlyr.sandbox.seccomp import seccomp_available
+
+        return seccomp_available()
     return None
 
 
@@ -202,7 +210,7 @@ class LocalSandbox(Sandbox):
         root: str | None = None,
     ):
         self.config = config or SandboxConfig()
-        reason = local_available()
+        reason = local_available(seccomp=self.config.seccomp)
         if reason:
             raise BackendUnavailableError(reason)
         self._closed = False
@@ -237,6 +245,13 @@ class LocalSandbox(Sandbox):
             )
             (self._etc / "group").write_text(f"root:x:0:\nagent:x:{self.gid}:\nnogroup:x:65534:\n")
             (self._etc / "hosts").write_text("127.0.0.1 localhost sandbox\n::1 localhost\n")
+            self._seccomp: Path | None = None
+            if self.config.seccomp:
+                from knowlyr.sandbox.seccomp import filter_bpf
+
+                self._seccomp = self.root / "seccomp.bpf"
+                self._seccomp.write_bytes(filter_bpf())
+                os.chmod(self._seccomp, 0o600)  # the spawner opens it before the uid drop
             store = self.root / "snapshots"
             store.mkdir(mode=0o700)
             self._snapshots = WorkspaceSnapshots(self.workspace, store, owner=(self.uid, self.gid))
@@ -257,6 +272,7 @@ class LocalSandbox(Sandbox):
                 gid=self.gid if drop else None,
                 limits=limits,
                 cgroup_procs=self._cgroup.procs,
+                files=[self._seccomp] if self._seccomp else [],
             )
             for path, data in (files or {}).items():
                 self.write_file(path, data)
@@ -271,6 +287,8 @@ class LocalSandbox(Sandbox):
         # No --new-session: the spawner starts every command in a new session, so the sandbox
         # has no controlling terminal (no TIOCSTI injection), and the flag costs milliseconds.
         argv += ["--unshare-all", "--die-with-parent", "--clearenv"]
+        if self._seccomp is not None:  # the spawner opens the filter as fd 3
+            argv += ["--seccomp", "3"]
         argv += ["--ro-bind", "/usr", "/usr"]
         for d in ("bin", "lib", "lib64", "lib32", "libx32", "sbin"):
             host = Path("/") / d
