@@ -1,4 +1,5 @@
-"""``knowlyr sandbox``: check the backends, run a command in a throwaway sandbox, print tool schemas."""
+"""``knowlyr sandbox``: check the backends, run a command in a throwaway sandbox, print tool
+schemas, remove the sandboxes of dead owners."""
 
 from __future__ import annotations
 
@@ -70,3 +71,30 @@ def tools() -> None:
     from knowlyr.sandbox import coding_toolbox
 
     typer.echo(json.dumps(coding_toolbox().schemas(), indent=2))
+
+
+@sandbox_app.command("gc")
+def gc(
+    backend: str = typer.Option("all", help="local, container or all."),
+    root: str = typer.Option(
+        None, help="The local sandboxes' directory (default: $KNOWLYR_SANDBOX_ROOT or /tmp)."
+    ),
+) -> None:
+    """Remove sandboxes whose owner process died without closing them (never a live one's)."""
+    from knowlyr.errors import BackendUnavailableError
+    from knowlyr.sandbox import reap_orphans
+
+    if backend not in ("local", "container", "all"):
+        typer.echo(f"--backend must be local, container or all, got {backend!r}", err=True)
+        raise typer.Exit(2)
+    try:
+        removed = reap_orphans(backend, root=root)
+    except BackendUnavailableError as e:
+        typer.echo(f"container  FAIL {e}", err=True)
+        raise typer.Exit(1) from None
+    for name in ("local", "container"):
+        if name in removed:
+            items = removed[name]
+            typer.echo(f"{name:10} removed {len(items)}" + "".join(f"\n  {x}" for x in items))
+        elif backend == "all":
+            typer.echo(f"{name:10} skipped (no engine answers)")

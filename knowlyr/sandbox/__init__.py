@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig
@@ -35,6 +36,7 @@ __all__ = [
     "coding_toolbox",
     "create_sandbox",
     "podman_service",
+    "reap_orphans",
 ]
 
 
@@ -72,6 +74,42 @@ def backend_available(backend: str = "local") -> str | None:
 
         return local_available()
     return f"unknown sandbox backend {backend!r}; use 'local' or 'container'"
+
+
+def reap_orphans(
+    backend: str = "all", *, root: str | os.PathLike[str] | None = None
+) -> dict[str, list[str]]:
+    """Remove the sandboxes whose owner process died without closing them (``kill -9``...).
+
+    Local sandboxes are found by the lock their owner holds (directories and cgroups under
+    ``root``), containers and snapshot images by their ``knowlyr.sandbox`` and owner labels.
+    Sandboxes of live owners are never touched. Both backends also do this on every start.
+
+    Args:
+        backend: ``"local"``, ``"container"`` or ``"all"`` (a container engine that is not
+            reachable is then skipped).
+        root: the local backend's sandbox directory (default: ``$KNOWLYR_SANDBOX_ROOT`` or
+            the system temp dir).
+
+    Returns:
+        ``{backend: [what was removed]}``.
+
+    Raises:
+        BackendUnavailableError: ``backend="container"`` and no engine answers.
+    """
+    if backend not in ("local", "container", "all"):
+        raise ValueError(f"backend must be 'local', 'container' or 'all', got {backend!r}")
+    out: dict[str, list[str]] = {}
+    if backend in ("local", "all"):
+        from knowlyr.sandbox.local import reap_local
+
+        out["local"] = [str(p) for p in reap_local(root)]
+    if backend in ("container", "all"):
+        from knowlyr.sandbox.container import container_available, reap_containers
+
+        if backend == "container" or container_available() is None:
+            out["container"] = reap_containers()
+    return out
 
 
 def __getattr__(name: str):  # the backends load lazily (the container one imports docker)

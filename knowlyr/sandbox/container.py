@@ -13,6 +13,9 @@ Snapshots are ``commit`` images: :meth:`ContainerSandbox.restore` replaces the c
 a fresh one from the image, so everything is restored (installed packages, ``/tmp``...), not
 only the workspace; a pristine container of the last snapshot is kept started in the
 background, so a restore is usually a swap. Containers and snapshot images are always removed, also on errors.
+Every container and snapshot image is labelled ``knowlyr.sandbox`` with its owner's pid, start
+time and pid namespace; those of an owner that died without closing them (``kill -9``) are
+removed at the next sandbox start or by ``knowlyr sandbox gc`` (:func:`reap_containers`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import logging
 import os
 import posixpath
 import select
@@ -32,10 +36,11 @@ import uuid
 from typing import Any
 
 from knowlyr.errors import BackendUnavailableError, SandboxError, WorkspacePathError
+from knowlyr.sandbox._owner import LABEL, PIDNS, owner_dead, owner_labels, pid_namespace
 from knowlyr.sandbox._util import MAX_COMMAND_BYTES, OutputCapture, too_long, workspace_relpath
 from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig
 
-__all__ = ["ContainerSandbox", "container_available"]
+__all__ = ["ContainerSandbox", "container_available", "reap_containers"]
 
 UID = 1000  # the image's `agent` user (scripts/build_sandbox_image.py)
 IMAGE_HINT = (
@@ -58,6 +63,7 @@ _WRITE = (
     '[ -d "$p" ] && exit 4; [ -e "$p" ] && [ ! -f "$p" ] && exit 5; '
     'mkdir -p -- "$(dirname -- "$p")" && exec cat > "$p"'
 )
+log = logging.getLogger("knowlyr.sandbox")
 _clients: dict[str, Any] = {}
 _clients_lock = threading.Lock()
 _ids = itertools.count()
@@ -109,6 +115,42 @@ def container_available(image: str | None = None) -> str | None:
         except Exception:
             return f"image {image!r} is not present at {_docker_host()}; {IMAGE_HINT}"
     return None
+
+
+def reap_containers(client: Any = None) -> list[str]:
+    """Remove the sandbox containers and snapshot images whose owner process died.
+
+    Every container (and snapshot image) this backend makes carries the ``knowlyr.sandbox``
+    label and its owner's pid, start time and pid namespace
+    (:func:`knowlyr.sandbox._owner.owner_labels`). Those owned by a process of this pid
+    namespace that no longer exists are removed; owners elsewhere (another machine, another
+    container) cannot be judged from here and are left alone, as are live ones.
+    :class:`ContainerSandbox` calls this on every start; ``knowlyr sandbox gc`` by hand.
+
+    Args:
+        client: a ``docker.DockerClient`` (default: the one for ``DOCKER_HOST``).
+
+    Returns:
+        The names of the containers and the tags of the images removed.
+    """
+    client = client or _client()
+    ours = f"{PIDNS}={pid_namespace()}"
+    removed: list[str] = []
+    # one label filter: Podman 4.3 lists no image at all for two
+    for c in client.containers.list(all=True, filters={"label": ours}):
+        if LABEL in c.labels and owner_dead(c.labels):
+            with contextlib.suppress(Exception):
+                c.remove(force=True)
+                removed.append(c.name)
+    for image in client.images.list(filters={"label": ours}):
+        labels = image.labels or {}
+        tags = [t for t in image.tags if "knowlyr-snapshot/" in t]  # Podman adds docker.io/
+        if tags and LABEL in labels and owner_dead(labels):
+            for tag in tags:
+                with contextlib.suppress(Exception):
+                    client.images.remove(tag, force=True)
+                    removed.append(tag)
+    return removed
 
 
 def _buffered(sock: Any) -> bytes:
@@ -200,6 +242,10 @@ class ContainerSandbox(Sandbox):
         self.name = f"knowlyr-{os.getpid()}-{next(_ids)}-{uuid.uuid4().hex[:6]}"
         self._client = _client()
         try:
+            reap_containers(self._client)  # sandboxes of owners that died without closing them
+        except Exception as e:  # never let someone else's leftovers stop a start
+            log.warning("reaping orphaned sandbox containers failed: %s", e)
+        try:
             self._client.images.get(self.config.image)
         except Exception as e:
             raise BackendUnavailableError(
@@ -250,7 +296,7 @@ class ContainerSandbox(Sandbox):
                              "GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@sandbox",
                              "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@sandbox",
                              "PYTHONDONTWRITEBYTECODE": "1"},
-                labels={"knowlyr.sandbox": self.name},
+                labels={LABEL: self.name, **owner_labels()},
             )  # fmt: skip
         except Exception as e:
             raise SandboxError(f"could not start a container from {image!r}: {e}") from e

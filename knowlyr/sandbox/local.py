@@ -19,6 +19,10 @@ sandbox's own first (bubblewrap run as root keeps its capabilities). Limits:
   container engine's default profile: no nested user namespaces, mounts, keyring, ptrace,
   ``bpf``, ``perf_event_open``, ``kexec``... (``SandboxConfig(seccomp=False)`` turns it off).
 
+A sandbox's directory holds a lock its owner keeps until :meth:`LocalSandbox.close`: when the
+owner dies without closing it (``kill -9``), the next sandbox start or ``knowlyr sandbox gc``
+finds the lock free and removes the directory and its cgroups (:func:`reap_local`).
+
 The workspace lives on the host (``read_file``/``write_file`` are plain file operations that
 refuse paths leaving it, symlinks included), and snapshots are incremental copies
 (:mod:`knowlyr.sandbox.snapshot`).
@@ -27,6 +31,7 @@ refuse paths leaving it, symlinks included), and snapshots are incremental copie
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import logging
 import os
@@ -46,7 +51,7 @@ from knowlyr.sandbox._util import MAX_COMMAND_BYTES, OutputCapture, too_long, wo
 from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig
 from knowlyr.sandbox.snapshot import WorkspaceSnapshots
 
-__all__ = ["LocalSandbox", "local_available"]
+__all__ = ["LocalSandbox", "local_available", "reap_local"]
 
 log = logging.getLogger("knowlyr.sandbox")
 
@@ -57,6 +62,10 @@ UID_BASE = int(os.environ.get("KNOWLYR_SANDBOX_UID_BASE", "200000"))
 UID_RANGE = 100_000
 _uid_counter = itertools.count()
 _cgroup_note_logged = False
+_PREFIX = "knowlyr-sb-"
+_LOCK = "owner.lock"  # flock'ed by the owning process until close(): see reap_local
+_CGROUPS = "cgroups"  # the sandbox's cgroup directories, one a line
+_LEGACY_AGE_S = 3600  # a sandbox directory without a lock (older knowlyr) is reaped after this
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 # A minimal /etc, copied per sandbox and bound as one directory (one bind is cheaper than many).
 _ETC_COPY = (
@@ -165,26 +174,128 @@ class _Cgroup:
 
     def kill(self) -> None:
         for procs in self.procs:
-            try:
-                for pid in procs.read_text().split():
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(int(pid), signal.SIGKILL)
-            except OSError:
-                pass
+            _kill_cgroup(procs.parent)
 
     def close(self) -> None:
         self.kill()
         for d in reversed(self.dirs):
-            for _ in range(50):
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:  # dying processes still listed: give them a moment
-                    time.sleep(0.01)
+            _remove_cgroup(d)
         self.dirs.clear()
         self.procs.clear()
+
+
+def _kill_cgroup(d: Path) -> None:
+    """SIGKILL every process in cgroup ``d``."""
+    try:
+        pids = (d / "cgroup.procs").read_text().split()
+    except OSError:
+        return
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
+
+
+def _remove_cgroup(d: Path) -> bool:
+    """Kill what is left in cgroup ``d`` and remove it; False if it would not go."""
+    _kill_cgroup(d)
+    for _ in range(50):
+        try:
+            d.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:  # dying processes still listed: give them a moment
+            time.sleep(0.01)
+    return False
+
+
+def _cgroup_bases() -> list[Path]:
+    """Where this process makes sandbox cgroups (v1 memory, v2): a dead sandbox's are there
+    too when it was made from the same cgroup."""
+    bases = []
+    own = _own_cgroup("memory")
+    if own is not None:
+        bases.append(Path("/sys/fs/cgroup/memory") / own.lstrip("/"))
+    own = _own_cgroup("")
+    if own is not None:
+        bases.append(Path("/sys/fs/cgroup") / own.lstrip("/"))
+    return bases
+
+
+def _sandbox_base(root: str | os.PathLike[str] | None) -> Path:
+    return Path(root or os.environ.get("KNOWLYR_SANDBOX_ROOT") or tempfile.gettempdir())
+
+
+def reap_local(root: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Remove the local sandboxes under ``root`` whose owner process died without closing them.
+
+    Every sandbox directory holds a lock (``flock``) that its owner keeps until
+    :meth:`LocalSandbox.close`; the kernel releases it when the owner dies, however it dies.
+    A directory whose lock can be taken is an orphan: its processes are killed and its
+    cgroups and directory removed. Sandboxes of live owners (in any process) are left alone;
+    a directory without a lock (made by an older knowlyr) is reaped once it is an hour old.
+    :class:`LocalSandbox` calls this on every start; ``knowlyr sandbox gc`` calls it by hand.
+
+    Args:
+        root: where the sandboxes were made (default: ``$KNOWLYR_SANDBOX_ROOT`` or the
+            system temp dir, as for :class:`LocalSandbox`).
+
+    Returns:
+        The directories removed.
+    """
+    base = _sandbox_base(root)
+    reaped: list[Path] = []
+    try:
+        entries = [e for e in os.scandir(base) if e.name.startswith(_PREFIX)]
+    except OSError:
+        return reaped
+    for entry in entries:
+        try:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+        except OSError:
+            continue
+        d = Path(entry.path)
+        try:
+            fd = os.open(d / _LOCK, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:  # an older knowlyr's, or one being made right now
+            try:
+                old = time.time() - d.stat().st_mtime > _LEGACY_AGE_S
+            except OSError:
+                continue
+            if old and _reap_dir(d):
+                reaped.append(d)
+            continue
+        except OSError:  # not ours to judge (another user's)
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # held: the owner is alive
+                continue
+            if _reap_dir(d):
+                reaped.append(d)
+        finally:
+            os.close(fd)
+    return reaped
+
+
+def _reap_dir(d: Path) -> bool:
+    """Remove an orphaned sandbox directory and its cgroups (called holding its lock)."""
+    try:
+        recorded = [Path(line) for line in (d / _CGROUPS).read_text().splitlines() if line]
+    except OSError:
+        recorded = []
+    for cg in {*recorded, *(b / d.name for b in _cgroup_bases())}:
+        if cg.name == d.name and cg.is_dir():
+            _remove_cgroup(cg)
+    for _ in range(3):  # a dying process may still write into it
+        shutil.rmtree(d, ignore_errors=True)
+        if not d.exists():
+            log.info("reaped the sandbox %s (its owner died without closing it)", d)
+            return True
+        time.sleep(0.05)
+    return False
 
 
 class LocalSandbox(Sandbox):
@@ -220,9 +331,20 @@ class LocalSandbox(Sandbox):
             self.uid = self.gid = UID_BASE + (os.getpid() * 131 + next(_uid_counter)) % UID_RANGE
         else:
             self.uid, self.gid = os.geteuid(), os.getegid()
-        base = root or os.environ.get("KNOWLYR_SANDBOX_ROOT") or tempfile.gettempdir()
-        self.root = Path(tempfile.mkdtemp(prefix="knowlyr-sb-", dir=base))
+        base = _sandbox_base(root)
         try:
+            reap_local(base)  # sandboxes of owners that died without closing them
+        except Exception as e:  # never let someone else's leftovers stop a start
+            log.warning("reaping orphaned sandboxes under %s failed: %s", base, e)
+        self._owner_fd = -1
+        self.root = Path(tempfile.mkdtemp(prefix=_PREFIX, dir=base))
+        try:
+            # held until close(); the kernel drops it if this process dies (see reap_local)
+            self._owner_fd = os.open(
+                self.root / _LOCK, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600
+            )
+            fcntl.flock(self._owner_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.write(self._owner_fd, f"{os.getpid()}\n".encode())
             os.chmod(self.root, 0o711)  # the sandbox uid may traverse, not list
             self.workspace = self.root / "workspace"
             self._tmp = self.root / "tmp"
@@ -258,6 +380,7 @@ class LocalSandbox(Sandbox):
             self._cgroup = _Cgroup(
                 self.root.name, self.config.memory_mb * 1024 * 1024, self.config.max_processes
             )
+            (self.root / _CGROUPS).write_text("".join(f"{d}\n" for d in self._cgroup.dirs))
             self._prefix = self._build_prefix()
             limits = [
                 (resource.RLIMIT_CPU, self.config.cpu_time_s),
@@ -525,6 +648,10 @@ class LocalSandbox(Sandbox):
         root = getattr(self, "root", None)
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)
+        fd = getattr(self, "_owner_fd", -1)
+        if fd >= 0:
+            os.close(fd)
+            self._owner_fd = -1
 
     def _check_open(self) -> None:
         if self._closed:
