@@ -20,6 +20,29 @@ def install(app: typer.Typer) -> None:
     app.add_typer(train_app, name="train")
 
 
+def _fail(e: Exception) -> typer.Exit:
+    typer.echo(f"error: {e}", err=True)
+    return typer.Exit(1)
+
+
+def _usage(param: str, message: str) -> typer.Exit:
+    """A bad argument: one line naming it, the input and the fix; exit 2 (a usage error)."""
+    typer.echo(f"error: {param}: {message}", err=True)
+    return typer.Exit(2)
+
+
+def _store(url: str):
+    """The store at ``url``; one that cannot be opened (a protocol whose package is missing)
+    is an error line naming the fix."""
+    from knowlyr.errors import KnowlyrError
+    from knowlyr.store import Store
+
+    try:
+        return Store.open(url)
+    except KnowlyrError as e:
+        raise _fail(e) from e
+
+
 @paused()  # every trajectory is kept: see knowlyr._gc
 def _load_trajectories(inputs: list[Path], store: str | None) -> list:
     from knowlyr.trajectory import Trajectory
@@ -27,38 +50,60 @@ def _load_trajectories(inputs: list[Path], store: str | None) -> list:
     out = []
     for path in inputs:
         if not path.is_file():
-            raise typer.BadParameter(
-                f"{path} does not exist; pass JSONL files of trajectories", param_hint="INPUT"
-            )
+            why = "is not a file" if path.exists() else "does not exist"
+            raise _usage("INPUT", f"{path} {why}; pass JSONL files of trajectories")
         with path.open("rb") as f:
             for n, line in enumerate(f, 1):
                 if line.strip():
                     try:
                         out.append(Trajectory.from_json(line))
                     except Exception as e:
-                        raise typer.BadParameter(
-                            f"{path}:{n}: not a trajectory: {e}", param_hint="INPUT"
+                        raise _usage(
+                            "INPUT",
+                            f"{path}:{n}: not a trajectory ({_first_error(e)}); pass JSONL "
+                            "files of trajectories (`knowlyr record convert` writes them)",
                         ) from e
     if store is not None:
-        from knowlyr.store import Store
-
-        out.extend(Store.open(store).iter_trajectories())
+        out.extend(_store(store).iter_trajectories())
     if not out:
-        raise typer.BadParameter("no trajectories: pass JSONL files or --store", param_hint="INPUT")
+        raise _usage("INPUT", "no trajectories: pass JSONL files or --store")
     return out
 
 
-def _finish(result, output: Path, to_store: str | None, name: str | None) -> None:
-    result.save(output)
-    typer.echo(
-        f"{result.card.kind}: {result.card.rows} rows from {result.card.trajectories} trajectories -> {output}"
-    )
-    for why, n in result.card.rejected.items():
-        typer.echo(f"  rejected {n}: {why}")
-    if to_store:
-        from knowlyr.store import Store
+def _first_error(e: Exception) -> str:
+    """The first line of an error (a pydantic error's first failing field and why)."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return f"{'.'.join(map(str, first['loc'])) or '<root>'}: {first['msg']}"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
-        manifest = result.to_store(Store.open(to_store), name=name or output.name)
+
+def _finish(
+    result,
+    output: Path,
+    to_store: str | None,
+    name: str | None,
+    *,
+    given: str,
+    hint: str,
+) -> None:
+    """Save the export (and put it in ``to_store``). An export of no rows writes nothing and
+    exits 1: the rejection reasons, then one line with what was given and the fix."""
+    card = result.card
+    if card.rows == 0:
+        for why, n in card.rejected.items():
+            typer.echo(f"  rejected {n}: {why}", err=True)
+        raise _fail(
+            ValueError(f"the {card.kind} export of {given} has no rows, nothing written: {hint}")
+        )
+    target = _store(to_store) if to_store else None  # before anything is written
+    result.save(output)
+    typer.echo(f"{card.kind}: {card.rows} rows from {card.trajectories} trajectories -> {output}")
+    for why, n in card.rejected.items():
+        typer.echo(f"  rejected {n}: {why}")
+    if target is not None:
+        manifest = result.to_store(target, name=name or output.name)
         typer.echo(f"  store: datasets table version {getattr(manifest, 'version', manifest)}")
 
 
@@ -100,15 +145,25 @@ def export_sft_cmd(
     """Multi-turn SFT conversations with a tools column (TRL SFTTrainer format)."""
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_sft
 
+    trajs = _load_trajectories(inputs or [], store)
     result = export_sft(
-        _load_trajectories(inputs or [], store),
+        trajs,
         system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
         only_success=not include_failed,
         min_reward=min_reward,
         max_steps_per_row=max_steps_per_row,
         chunk_overlap=chunk_overlap,
     )
-    _finish(result, output, to_store, name)
+    _finish(
+        result,
+        output,
+        to_store,
+        name,
+        given=f"{len(trajs)} trajectories",
+        hint="no trajectory passed the filters (reasons above)"
+        + ("" if include_failed else "; --include-failed keeps unsuccessful ones")
+        + ("" if min_reward is None else "; lower --min-reward"),
+    )
 
 
 @export_app.command("dpo")
@@ -124,12 +179,19 @@ def export_dpo_cmd(
     """Conversational prompt/chosen/rejected pairs built per task."""
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_dpo
 
+    trajs = _load_trajectories(inputs or [], store)
     result = export_dpo(
-        _load_trajectories(inputs or [], store),
-        system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
-        min_margin=min_margin,
+        trajs, system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT, min_margin=min_margin
     )
-    _finish(result, output, to_store, name)
+    _finish(
+        result,
+        output,
+        to_store,
+        name,
+        given=f"{len(trajs)} trajectories",
+        hint="a pair needs two trajectories of one task whose rewards differ by at least "
+        f"--min-margin ({min_margin}); give more trajectories per task or lower --min-margin",
+    )
 
 
 @export_app.command("grpo")
@@ -147,12 +209,19 @@ def export_grpo_cmd(
     """Trajectories grouped per task with rewards, advantages and step-level advantages."""
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_grpo
 
+    trajs = _load_trajectories(inputs or [], store)
     result = export_grpo(
-        _load_trajectories(inputs or [], store),
-        system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
-        min_group_size=min_group_size,
+        trajs, system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT, min_group_size=min_group_size
     )
-    _finish(result, output, to_store, name)
+    _finish(
+        result,
+        output,
+        to_store,
+        name,
+        given=f"{len(trajs)} trajectories",
+        hint=f"no task has --min-group-size ({min_group_size}) trajectories; lower it or "
+        "give more trajectories per task",
+    )
 
 
 @export_app.command("benchmark")
@@ -168,26 +237,65 @@ def export_benchmark_cmd(
     ),
 ) -> None:
     """The held-out tasks of a suite with their reference outcomes."""
+    from knowlyr.errors import KnowlyrError
     from knowlyr.export import export_benchmark
     from knowlyr.taskset import get_suite
 
-    s = get_suite(suite)
-    tasks = [s.get(t) for t in s.select(split="heldout", family=family)[:limit]]
+    try:
+        s = get_suite(suite)
+        tasks = [s.get(t) for t in s.select(split="heldout", family=family)[:limit]]
+    except KnowlyrError as e:
+        raise _fail(e) from e
     refs = None
     if env_id is not None:
         from knowlyr.agents import ExpertAgent
         from knowlyr.rollout import collect
 
         refs = collect(env_id, ExpertAgent, len(tasks), tasks=tasks)
-    _finish(export_benchmark(tasks, references=refs), output, None, None)
+    _finish(
+        export_benchmark(tasks, references=refs),
+        output,
+        None,
+        None,
+        given=f"suite {suite!r}" + (f" family {family!r}" if family else ""),
+        hint="it has no held-out tasks; pick another --family (or a --limit above 0)",
+    )
+
+
+def _dataset(data: Path):
+    """The export folder ``data``; a path that is none is a usage error naming the fix."""
+    fix = "pass a folder written by `knowlyr export sft|dpo|grpo -o DIR`"
+    if not data.exists():
+        raise _usage("DATA", f"{data} does not exist; {fix}")
+    from knowlyr.errors import KnowlyrError
+    from knowlyr.train.run import load_dataset_dir
+
+    try:
+        return load_dataset_dir(data)
+    except (KnowlyrError, OSError, ValueError) as e:
+        raise _usage("DATA", f"{data} is not an exported dataset ({_first_error(e)}); {fix}") from e
 
 
 def _model(model: str, dataset, seed: int):
+    from knowlyr.errors import KnowlyrError
     from knowlyr.train.models import build_tiny_model_for, load_model
 
-    if model == "tiny":
-        return build_tiny_model_for(dataset, hidden_size=128, seed=seed)  # the flow's recipe
-    return load_model(model)
+    try:
+        if model == "tiny":
+            return build_tiny_model_for(dataset, hidden_size=128, seed=seed)  # the flow's recipe
+        return load_model(model)
+    except KnowlyrError as e:
+        raise _fail(ValueError(f"--model {model}: {e}")) from e
+
+
+def _train(fn, *args, **kwargs):
+    """Run a trainer (or build its env); a knowlyr error (configuration, training) is one line."""
+    from knowlyr.errors import KnowlyrError
+
+    try:
+        return fn(*args, **kwargs)
+    except KnowlyrError as e:
+        raise _fail(e) from e
 
 
 _DATA = typer.Argument(..., help="An export folder (knowlyr export ... -o DIR).")
@@ -247,17 +355,17 @@ def train_sft_cmd(
     seed: int = _SEED,
 ) -> None:
     """Supervised fine-tuning (observation masking on; optional step weights and curriculum)."""
-    from knowlyr.train.run import load_dataset_dir, train_sft
+    from knowlyr.train.run import train_sft
     from knowlyr.train.sft_config import KnowlyrSFTConfig
 
-    ds = load_dataset_dir(data)
+    ds = _dataset(data)
     m, tok = _model(model, ds, seed)
     config = KnowlyrSFTConfig(
         **_common(output, epochs, lr, batch_size, lora_r, seed),
         step_weighted_loss=step_weighted,
         curriculum=curriculum,
     )
-    _report(train_sft(ds, m, tok, config))
+    _report(_train(train_sft, ds, m, tok, config))
 
 
 @train_app.command("dpo")
@@ -274,18 +382,12 @@ def train_dpo_cmd(
 ) -> None:
     """Direct preference optimisation on exported pairs."""
     from knowlyr.train.dpo_config import KnowlyrDPOConfig
-    from knowlyr.train.run import load_dataset_dir, train_dpo
+    from knowlyr.train.run import train_dpo
 
-    ds = load_dataset_dir(data)
+    ds = _dataset(data)
     m, tok = _model(model, ds, seed)
-    _report(
-        train_dpo(
-            ds,
-            m,
-            tok,
-            KnowlyrDPOConfig(**_common(output, epochs, lr, batch_size, lora_r, seed), beta=beta),
-        )
-    )
+    config = KnowlyrDPOConfig(**_common(output, epochs, lr, batch_size, lora_r, seed), beta=beta)
+    _report(_train(train_dpo, ds, m, tok, config))
 
 
 @train_app.command("grpo")
@@ -314,16 +416,26 @@ def train_grpo_cmd(
     """Online multi-turn GRPO in a knowlyr env (TRL environment_factory), step-level advantages."""
     from knowlyr.train.grpo_config import KnowlyrGRPOConfig
     from knowlyr.train.grpo_trainer import environment_factory_for
-    from knowlyr.train.run import load_dataset_dir, train_grpo
+    from knowlyr.train.run import train_grpo
 
-    ds = load_dataset_dir(data)
+    try:
+        kwargs = json.loads(env_kwargs)
+    except json.JSONDecodeError as e:
+        raise _usage(
+            "--env-kwargs", f'not JSON ({e}); e.g. \'{{"family": "order_status"}}\''
+        ) from e
+    ds = _dataset(data)
     m, tok = _model(model, ds, seed)
-    env_factory = environment_factory_for(
-        env_id, env_kwargs=json.loads(env_kwargs), tools=ds[0]["tools"], max_steps=max_steps
+    env_factory = _train(
+        environment_factory_for,
+        env_id,
+        env_kwargs=kwargs,
+        tools=ds[0]["tools"],
+        max_steps=max_steps,
     )
     config = KnowlyrGRPOConfig(
         **_common(output, epochs, lr, batch_size, lora_r, seed),
         num_generations=generations,
         max_tool_calling_iterations=max_steps,
     )
-    _report(train_grpo(ds, m, tok, config, environment_factory=env_factory))
+    _report(_train(train_grpo, ds, m, tok, config, environment_factory=env_factory))

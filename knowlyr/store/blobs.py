@@ -35,6 +35,34 @@ def check_hash(digest: str) -> str:
     return digest
 
 
+def url_to_fs(
+    url: str, storage_options: dict[str, Any] | None = None, *, shown: str | None = None
+) -> tuple[Any, str]:
+    """fsspec's filesystem and path for ``url``; a protocol fsspec does not know, or whose
+    package is not installed, is a :class:`~knowlyr.errors.ConfigError` naming the fix (and
+    ``shown``, the URL the user gave, default ``url``)."""
+    import fsspec
+    from fsspec.registry import known_implementations
+
+    protocol = url.split("://", 1)[0]
+    try:
+        return fsspec.core.url_to_fs(url, **(storage_options or {}))
+    except ImportError as e:
+        package = known_implementations.get(protocol, {}).get("class", "").split(".")[0]
+        fix = f"pip install {package}" if package else f"install fsspec's {protocol} backend"
+        raise ConfigError(
+            f"store {shown or url}: {protocol}:// needs the {package or protocol} package, "
+            f"which is not installed: {fix} (or give a local path)"
+        ) from e
+    except ValueError as e:
+        if "Protocol not known" not in str(e):
+            raise
+        raise ConfigError(
+            f"store {shown or url}: fsspec knows no protocol {protocol!r}; give a local path or "
+            "a URL such as s3://bucket/prefix, gs://bucket/prefix, file:///path"
+        ) from e
+
+
 class BlobStore:
     """Blobs under ``root`` (a local directory or an fsspec URL)."""
 
@@ -43,9 +71,9 @@ class BlobStore:
         self.local = local
         self._fs = None
         if not local:
-            import fsspec
-
-            self._fs, self._fs_root = fsspec.core.url_to_fs(self.root, **(storage_options or {}))
+            self._fs, self._fs_root = url_to_fs(
+                self.root, storage_options, shown=self.root.removesuffix("/blobs")
+            )
 
     def path(self, digest: str) -> str:
         check_hash(digest)
