@@ -23,11 +23,23 @@ def _side_file(out: Path, what: str = "rejected") -> Path:
     return out.with_name(f"{name}.{what}.jsonl")
 
 
+PII_HELP = (
+    "Also redact personal data, comma-separated classes: email, phone, ip (IPv4 and IPv6). "
+    "Off by default."
+)
+
+
 def _records(
-    paths: list[Path], fmt: str | None, redact: bool, workers: int, *, encoded: bool = False
+    paths: list[Path],
+    fmt: str | None,
+    redact,
+    workers: int,
+    *,
+    encoded: bool = False,
+    skipped: list[Path] | None = None,
 ):
     """iter_records (iter_encoded with ``encoded``) with a rich progress bar over files when a
-    directory is given."""
+    directory is given; files a walk skips for their suffix are added to ``skipped``."""
     from knowlyr.errors import UnknownFormatError
     from knowlyr.recorder import iter_encoded, iter_files, iter_records
 
@@ -41,6 +53,7 @@ def _records(
     except UnknownFormatError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    on_skip = skipped.append if skipped is not None else None
     if not any(p.is_dir() for p in paths):
         yield from each(paths, format=fmt, redact=redact, workers=workers)
         return
@@ -52,7 +65,7 @@ def _records(
         TimeRemainingColumn,
     )
 
-    files = list(iter_files(paths))
+    files = list(iter_files(paths, on_skip=on_skip))
     from rich.console import Console
 
     # refreshed from here, not by rich's own thread: the recorder's pool forks its workers,
@@ -98,6 +111,7 @@ def convert_cmd(
         "--workers",
         help="Processes to convert with (0 = one per CPU; small inputs stay in this process).",
     ),
+    redact_pii: str | None = typer.Option(None, "--redact-pii", help=PII_HELP),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any record is rejected."),
 ) -> None:
     """Convert logs to trajectory JSONL; rejected records go to OUT.rejected.jsonl with the reason,
@@ -106,8 +120,15 @@ def convert_cmd(
 
     import orjson
 
-    from knowlyr.recorder import Encoded
+    from knowlyr.recorder import Encoded, shown_path
+    from knowlyr.recorder.redact import redaction_policy
 
+    try:
+        policy = redaction_policy(redact, redact_pii)
+    except ValueError as e:
+        typer.echo(f"error: --redact-pii: {e}", err=True)
+        raise typer.Exit(2) from None
+    skipped: list[Path] = []
     output.parent.mkdir(parents=True, exist_ok=True)
     side = _side_file(output)
     audit = _side_file(output, "redactions")
@@ -115,7 +136,7 @@ def convert_cmd(
     kinds: Counter[str] = Counter()
     reasons: list[str] = []
     with open(output, "wb") as out, open(side, "wb") as rej, open(audit, "wb") as aud:
-        for r in _records(paths, fmt, redact, workers, encoded=True):
+        for r in _records(paths, fmt, policy, workers, encoded=True, skipped=skipped):
             counts["read"] += 1
             if isinstance(r, Encoded):
                 counts["converted"] += 1
@@ -141,6 +162,14 @@ def convert_cmd(
         f"read {counts['read']}  converted {counts['converted']}  rejected {counts['rejected']}"
         + (f"  ({formats})" if formats else "")
     )
+    if skipped:
+        names = [shown_path(p, policy) for p in skipped[:5]]
+        typer.echo(
+            f"skipped {len(skipped)} file(s) of no log format (a walk reads .json, .jsonl, "
+            ".ndjson, .traj and their .gz, in any case; name a file to read it anyway): "
+            + ", ".join(names)
+            + (", ..." if len(skipped) > 5 else "")
+        )
     typer.echo(f"wrote {output}")
     if counts["rejected"]:
         typer.echo(f"quarantined {counts['rejected']} record(s) with reasons in {side}:")

@@ -48,6 +48,10 @@ RESULTS_HELP = (
     '{"resolved": {instance_id: resolved}} or JSONL {"instance_id", "resolved"} lines. A label '
     "applies to every trajectory whose task id is the instance id."
 )
+PII_HELP = (
+    "Also redact personal data, comma-separated classes: email, phone, ip (IPv4 and IPv6). "
+    "Off by default."
+)
 OVERRIDE_HELP = (
     "Apply labels that contradict what a trajectory already says (the log's success or an "
     "earlier label); without it they are reported and kept in the 'rejected' table."
@@ -76,6 +80,7 @@ def ingest(
         help="Recorder processes (0 = one per CPU; small inputs stay in this process).",
     ),
     redact: bool = typer.Option(True, "--redact/--no-redact", help="Redact secrets first."),
+    redact_pii: str | None = typer.Option(None, "--redact-pii", help=PII_HELP),
     batch_size: int | None = typer.Option(
         None,
         "--batch-size",
@@ -95,16 +100,19 @@ def ingest(
     from datetime import UTC, datetime
 
     from knowlyr.errors import KnowlyrError
+    from knowlyr.recorder import shown_path
+    from knowlyr.recorder.redact import redaction_policy
     from knowlyr.store.ingest import ingest as run_ingest
 
     started = datetime.now(UTC)
     try:
+        policy = redaction_policy(redact, redact_pii)
         s = _open(store)
         res = run_ingest(
             s,
             paths,
             format=format,
-            redact=redact,
+            redact=policy,
             workers=workers,
             batch_size=batch_size,
             results=results or None,
@@ -114,7 +122,14 @@ def ingest(
         raise _fail(e) from e
     typer.echo(
         f"read {res.read}: {res.new} new, {res.duplicates} duplicate, {res.n_rejected} rejected"
+        f" ({res.converted} converted + {res.n_rejected} rejected, from {res.files} files)"
     )
+    if res.n_skipped:
+        names = ", ".join(res.skipped[:5]) + (", ..." if res.n_skipped > 5 else "")
+        typer.echo(
+            f"skipped {res.n_skipped} files of no log format (a walk reads .json, .jsonl, "
+            f".ndjson, .traj and their .gz, in any case; name a file to read it anyway): {names}"
+        )
     v = res.trajectories.version
     state = "new version" if res.trajectories.committed else "unchanged"
     typer.echo(f"trajectories@{v} ({state}, {res.trajectories.rows} rows) in {s.url}")
@@ -124,7 +139,8 @@ def ingest(
         typer.echo(f"rejected@{res.rejected.version}: reasons kept in the 'rejected' table")
         # this ingest's rejections: rows written now, and rows an earlier ingest already kept
         # for these inputs (the same rejection is not added twice); newest first
-        prefixes = [str(Path(p).absolute()) for p in paths] + [str(p) for p in paths]
+        prefixes = [shown_path(Path(p).absolute(), policy) for p in paths]
+        prefixes += [shown_path(p, policy) for p in paths]
         rows = (
             s.read("rejected", version=res.rejected.version)
             .filter(
@@ -144,7 +160,12 @@ def ingest(
     if res.new + res.duplicates == 0:
         typer.echo(
             f"error: nothing was recorded from {', '.join(map(str, paths))}: "
-            + ("every input was rejected (reasons above)" if res.read else "no log files found"),
+            + (
+                "every input was rejected (reasons above)"
+                if res.read
+                else "no log files found"
+                + (f" ({res.n_skipped} files of no log format skipped)" if res.n_skipped else "")
+            ),
             err=True,
         )
         raise typer.Exit(1)
@@ -320,13 +341,24 @@ def lineage(
 def gc(
     store: str | None = STORE_OPT,
     dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be deleted."),
-    min_age: float = typer.Option(3600.0, help="Keep blobs younger than this many seconds."),
+    min_age: float = typer.Option(
+        3600.0,
+        help="Keep unreferenced blobs younger than this many seconds, unless the run that "
+        "wrote them is known to be gone (an ingest that was killed or failed: those go at once).",
+    ),
 ) -> None:
-    """Delete blobs no table row or run references (see Store.gc); --dry-run lists them."""
+    """Delete blobs no table row or run references (see Store.gc); --dry-run lists them.
+
+    The blobs of an ingest that died before its commit are reclaimed at once; those of a run
+    still in flight are kept."""
     s = _open(store)
     rep = s.gc(dry_run=dry_run, min_age_s=min_age)
     verb = "would delete" if dry_run else "deleted"
     n = len(rep.unreferenced) if dry_run else rep.deleted
     typer.echo(f"{rep.scanned} blobs, {rep.referenced} referenced; {verb} {n} ({rep.bytes} bytes)")
+    if rep.aborted_runs:
+        typer.echo(f"  including the blobs of {rep.aborted_runs} run(s) that died before commit")
+    if rep.in_flight:
+        typer.echo(f"  kept {rep.in_flight} blob(s) of runs still in flight")
     for h in rep.unreferenced[:20]:
         typer.echo(f"  {h}")

@@ -31,15 +31,24 @@ from knowlyr.recorder.pipeline import (
     iter_encoded,
     iter_files,
     iter_records,
+    shown_path,
 )
-from knowlyr.recorder.redact import Redaction, redact_bytes, redact_text
+from knowlyr.recorder.redact import (
+    PII_CLASSES,
+    Redaction,
+    RedactionPolicy,
+    redact_bytes,
+    redact_text,
+)
 
 __all__ = [
+    "PII_CLASSES",
     "Adapter",
     "ConvertReport",
     "Converted",
     "Encoded",
     "Redaction",
+    "RedactionPolicy",
     "Rejected",
     "convert",
     "detect_format",
@@ -52,5 +61,6 @@ __all__ = [
     "redact_bytes",
     "redact_text",
     "register_adapter",
+    "shown_path",
     "unregister_adapter",
 ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -37,7 +38,12 @@ from knowlyr.recorder.base import (
     get_adapter,
     source,
 )
-from knowlyr.recorder.redact import Redaction, locate_redactions, redact_bytes
+from knowlyr.recorder.redact import (
+    Redaction,
+    RedactionPolicy,
+    locate_redactions,
+    redaction_policy,
+)
 from knowlyr.store.tables import document_row, trajectory_row
 from knowlyr.trajectory import Trajectory
 
@@ -53,25 +59,91 @@ __all__ = [
     "iter_encoded",
     "iter_files",
     "iter_records",
+    "shown_path",
 ]
 
 _PLAIN = (".json", ".jsonl", ".ndjson", ".traj")
 FILE_SUFFIXES = _PLAIN + tuple(f"{s}.gz" for s in _PLAIN)
 _LINE_SUFFIXES = (".jsonl", ".ndjson")
+# what a broken file raises while it is read: a truncated gzip stream (EOFError), a ".gz" that
+# is not gzip (gzip.BadGzipFile, an OSError), a corrupt deflate block (zlib.error), I/O errors
+_READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+class _ReadError(RecordError):
+    """A file could not be read to its end (see :data:`_READ_ERRORS`); its records so far
+    stand, the rest of the file is one rejected record with this reason."""
+
+    def __init__(self, error: BaseException):
+        what = "not gzip or truncated" if _is_gzip_error(error) else "unreadable"
+        super().__init__(f"file is {what} ({type(error).__name__}: {str(error)[:200]})")
+
+
+def _is_gzip_error(e: BaseException) -> bool:
+    return isinstance(e, EOFError | zlib.error | gzip.BadGzipFile)
+
+
+def is_log_file(name: str) -> bool:
+    """Whether a directory walk reads the file ``name``: a known suffix, in any case
+    (``x.json``, ``X.JSON``, ``run.Traj.GZ``)."""
+    return name.lower().endswith(FILE_SUFFIXES)
+
+
+def _is_gz(path: Path) -> bool:
+    return path.name.lower().endswith(".gz")
 
 
 def _open(path: Path) -> IO[bytes]:
     """The file's bytes, gunzipped on the fly for ``*.gz``."""
-    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+    return gzip.open(path, "rb") if _is_gz(path) else open(path, "rb")
 
 
 def _read(path: Path) -> bytes:
-    with _open(path) as f:
-        return f.read()
+    """The whole file (gunzipped); :class:`_ReadError` when it cannot be read to its end."""
+    try:
+        with _open(path) as f:
+            return f.read()
+    except _READ_ERRORS as e:
+        raise _ReadError(e) from e
+
+
+def _read_lines(path: Path) -> Iterator[bytes]:
+    """The file's lines (gunzipped), streamed; :class:`_ReadError` where reading breaks off."""
+    try:
+        with _open(path) as f:
+            yield from f
+    except _READ_ERRORS as e:
+        raise _ReadError(e) from e
 
 
 def _is_lines(path: Path) -> bool:
-    return path.name.removesuffix(".gz").endswith(_LINE_SUFFIXES)
+    return path.name.lower().removesuffix(".gz").endswith(_LINE_SUFFIXES)
+
+
+def shown_path(path: str | os.PathLike[str], redact: bool | RedactionPolicy = True) -> str:
+    """``path`` as the store and reports keep it: valid UTF-8 (bytes of a file name that are
+    not UTF-8 written as ``\\xff`` escapes, as ``os.fsencode`` gives them back) and, when
+    ``redact`` is on, with any secret in it replaced (``logs/AKIA….json`` ->
+    ``logs/[REDACTED:aws_access_key#…].json``), so that neither ``source.path`` nor a table's
+    column statistics hold it.
+
+    Example:
+        >>> shown_path(os.fsdecode(b"logs/run\\xff.json"))
+        'logs/run\\\\xff.json'
+    """
+    s = os.fspath(path)
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        s = os.fsencode(s).decode("utf-8", "backslashreplace")
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate that was not a file-name byte
+            s = s.encode("utf-8", "backslashreplace").decode("utf-8")
+    policy = redaction_policy(redact)
+    if policy:
+        s = policy.redact_text(s)[0]
+    return s
 
 
 @dataclass(slots=True)
@@ -194,6 +266,7 @@ class ConvertReport:
     rejected_records: list[Rejected] = field(default_factory=list)
     redactions: list[tuple[str, int | None, Redaction]] = field(default_factory=list)
     formats: Counter[str] = field(default_factory=Counter)
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def converted(self) -> int:
@@ -218,6 +291,7 @@ class ConvertReport:
             "converted": self.converted,
             "rejected": self.rejected,
             "formats": dict(self.formats),
+            "skipped": list(self.skipped),
             "redactions": [{"path": p, "line": ln, **r.to_dict()} for p, ln, r in self.redactions],
         }
 
@@ -225,19 +299,33 @@ class ConvertReport:
 # -- files ------------------------------------------------------------------------------------
 
 
-def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
+def iter_files(
+    paths: Iterable[str | Path] | str | Path, *, on_skip: Callable[[Path], None] | None = None
+) -> Iterator[Path]:
     """Files to read: named files as given, directories walked recursively (sorted) for
-    ``.json``, ``.jsonl``, ``.ndjson`` and ``.traj`` files. Missing paths are yielded too
-    (they become :class:`Rejected`)."""
+    ``.json``, ``.jsonl``, ``.ndjson`` and ``.traj`` files, gzipped or not, in any case
+    (``X.JSON``, ``run.TRAJ``). Missing paths are yielded too (they become
+    :class:`Rejected`). Hidden directories (``.git``) are not walked.
+
+    Args:
+        paths: files and directories.
+        on_skip: called with every file of a walked directory that is not read because its
+            suffix names no log format (``notes.txt``, ``run.log``), so callers can count and
+            report them.
+    """
     if isinstance(paths, str | Path):
         paths = [paths]
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            found = []
+            found, skipped = [], []
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found.extend(Path(root, f) for f in files if f.endswith(FILE_SUFFIXES))
+                for f in files:
+                    (found if is_log_file(f) else skipped).append(Path(root, f))
+            if on_skip is not None:
+                for q in sorted(skipped):
+                    on_skip(q)
             yield from sorted(found)
         else:
             yield p
@@ -273,17 +361,18 @@ def _unknown(path: str, what: str, obj: Any = None) -> UnknownFormatError:
 
 
 def _first_line_obj(path: Path, limit: int = 10) -> Any:
-    with _open(path) as f:
-        seen = 0
-        for raw in f:
-            if not raw.strip():
-                continue
-            seen += 1
-            try:
-                return orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                if seen >= limit:
-                    break
+    seen = 0
+    lines = _read_lines(path)
+    for raw in lines:
+        if not raw.strip():
+            continue
+        seen += 1
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            if seen >= limit:
+                break
+    lines.close()
     raise RecordError("no line of the file is a JSON value", path=str(path))
 
 
@@ -390,14 +479,26 @@ def _convert_one(
         return done if writer is None else encode(done, writer.put_raw)
     except RecordError as e:
         return Rejected(path, line, e.reason, raw)
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError) as e:
+    except (
+        KeyError,
+        IndexError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        RecursionError,
+        ArithmeticError,  # an int past int64 in a count, a float overflow
+    ) as e:
         # An adapter tripping over an unexpected shape: the record is bad, the batch goes on.
+        # Anything else (a RuntimeError, a failed blob write) is a bug or the machine's and
+        # propagates.
         what = f"{type(e).__name__}: {e}"
         return Rejected(path, line, f"{adapter.name}: unexpected structure ({what[:200]})", raw)
 
 
-def _clean(data: bytes, redact: bool) -> tuple[bytes, list[Redaction]]:
-    return redact_bytes(data) if redact else (data, [])
+def _clean(data: bytes, redact: bool | RedactionPolicy) -> tuple[bytes, list[Redaction]]:
+    if not redact:
+        return data, []
+    return redaction_policy(redact).redact_bytes(data)
 
 
 def _iter_lines(
@@ -405,9 +506,10 @@ def _iter_lines(
     path: str,
     lines: Iterable[bytes],
     first_line: int,
-    redact: bool,
+    redact: bool | RedactionPolicy,
     writer: _Writer | None = None,
 ) -> Iterator[Converted | Encoded | Rejected]:
+    path = shown_path(path, redact)  # idempotent: callers may pass it shown already
     lineno = first_line - 1
     for raw in lines:
         lineno += 1
@@ -424,7 +526,11 @@ def _iter_lines(
 
 
 def _iter_session(
-    adapter: Adapter, path: str, data: bytes, redact: bool, writer: _Writer | None = None
+    adapter: Adapter,
+    path: str,
+    data: bytes,
+    redact: bool | RedactionPolicy,
+    writer: _Writer | None = None,
 ) -> Iterator[Converted | Encoded | Rejected]:
     clean, hits = _clean(data, redact)
     objs: list[Any] = []
@@ -444,12 +550,28 @@ def _iter_session(
 
 
 def _iter_file(
-    path: Path, fmt: str | None, redact: bool, writer: _Writer | None = None
+    path: Path, fmt: str | None, redact: bool | RedactionPolicy, writer: _Writer | None = None
 ) -> Iterator[Converted | Encoded | Rejected]:
-    spath = str(path)
+    """Every record of one file; never raises for what is in the file: a file that cannot be
+    read (a truncated ``.json.gz``, a ``.gz`` that is not gzip) is a :class:`Rejected` with its
+    path and the reason, after the records read before the break."""
+    spath = shown_path(path, redact)
     if not path.is_file():
         yield Rejected(spath, None, "no such file (check the path)", b"")
         return
+    try:
+        yield from _iter_file_records(path, spath, fmt, redact, writer)
+    except _ReadError as e:
+        yield Rejected(spath, None, e.reason, b"")
+
+
+def _iter_file_records(
+    path: Path,
+    spath: str,
+    fmt: str | None,
+    redact: bool | RedactionPolicy,
+    writer: _Writer | None,
+) -> Iterator[Converted | Encoded | Rejected]:
     adapter = get_adapter(fmt) if fmt else None
     if _is_lines(path):
         if adapter is None:
@@ -470,14 +592,17 @@ def _iter_file(
         if adapter.session:
             yield from _iter_session(adapter, spath, _read(path), redact, writer)
             return
-        with _open(path) as f:
-            yield from _iter_lines(adapter, spath, f, 1, redact, writer)
+        yield from _iter_lines(adapter, spath, _read_lines(path), 1, redact, writer)
         return
     yield from _iter_json(_read(path), spath, adapter, redact, writer)
 
 
 def _iter_json(
-    data: bytes, spath: str, adapter: Adapter | None, redact: bool, writer: _Writer | None = None
+    data: bytes,
+    spath: str,
+    adapter: Adapter | None,
+    redact: bool | RedactionPolicy,
+    writer: _Writer | None = None,
 ) -> Iterator[Converted | Encoded | Rejected]:
     """A whole JSON document (or JSON lines in a .json file) from memory."""
     clean, hits = _clean(data, redact)
@@ -529,7 +654,7 @@ def iter_bytes(
     path: str = "<bytes>",
     format: str | None = None,
     jsonl: bool | None = None,
-    redact: bool = True,
+    redact: bool | RedactionPolicy = True,
 ) -> Iterator[Converted | Rejected]:
     """Convert a log held in memory (e.g. read from object storage), like :func:`iter_records`.
 
@@ -538,15 +663,18 @@ def iter_bytes(
         path: the name to record as ``source.path`` and in rejections.
         format: a format name; detected when ``None``.
         jsonl: one record per line; ``None`` decides from ``path``'s suffix.
-        redact: replace secrets first.
+        redact: replace secrets first (a :class:`~knowlyr.recorder.redact.RedactionPolicy`
+            also redacts the personal-data classes it names).
 
     Example:
         >>> [r.trajectory.tools_used() for r in iter_bytes(b'[{"action": "run", "args": {"command": "ls"}}]')]
         [['bash']]
     """
     adapter = get_adapter(format) if format else None
+    redact = redaction_policy(redact)
     if jsonl is None:
-        jsonl = path.endswith(_LINE_SUFFIXES)
+        jsonl = path.lower().endswith(_LINE_SUFFIXES)
+    path = shown_path(path, redact)
     if not jsonl:
         yield from _iter_json(data, path, adapter, redact)
         return
@@ -587,16 +715,20 @@ def iter_records(
     paths: Iterable[str | Path] | str | Path,
     *,
     format: str | None = None,
-    redact: bool = True,
+    redact: bool | RedactionPolicy = True,
     workers: int = 1,
     progress: Callable[[Path], None] | None = None,
+    on_skip: Callable[[Path], None] | None = None,
 ) -> Iterator[Converted | Rejected]:
     """Convert every record under ``paths``, yielding one result per record, in file order.
 
     Args:
         paths: files and directories (walked recursively for .json/.jsonl/.ndjson/.traj).
         format: a format name from :func:`list_formats`; ``None`` detects it per file.
-        redact: replace API keys, tokens and passwords before anything is parsed or kept.
+        redact: replace API keys, tokens and passwords before anything is parsed or kept, in
+            the records and in the paths kept as ``source.path``; a
+            :class:`~knowlyr.recorder.redact.RedactionPolicy` also redacts the personal-data
+            classes it names (e-mail addresses, phone numbers, IP addresses).
         workers: processes to convert with: ``1`` converts in this process; ``0`` chooses:
             one per CPU on machines with 4 CPUs or more, else this process alone (handing a
             converted trajectory from one process to another costs ~60% of converting it,
@@ -604,6 +736,8 @@ def iter_records(
             A pool is only started for large inputs (a few hundred logs or a JSONL file over
             1 MB). Results are the same and come back in the same order either way.
         progress: called with each file's path once its records have been yielded.
+        on_skip: called with each file of a walked directory that is not read (its suffix
+            names no log format), see :func:`iter_files`.
 
     Raises:
         UnknownFormatError: when ``format`` names no registered format (nothing is read).
@@ -616,7 +750,8 @@ def iter_records(
         get_adapter(format)  # fail fast on a typo, before any file is read
     if workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
-    files = list(iter_files(paths))
+    redact = redaction_policy(redact)
+    files = list(iter_files(paths, on_skip=on_skip))
     n = workers or auto_workers()
     if n > 1:
         from knowlyr.recorder import pool
@@ -634,10 +769,11 @@ def iter_encoded(
     paths: Iterable[str | Path] | str | Path,
     *,
     format: str | None = None,
-    redact: bool = True,
+    redact: bool | RedactionPolicy = True,
     workers: int = 0,
     put_raw: Callable[..., object] | None = None,
     progress: Callable[[Path], None] | None = None,
+    on_skip: Callable[[Path], None] | None = None,
 ) -> Iterator[Encoded | Rejected]:
     """:func:`iter_records` for writers: each converted record comes as its trajectory's JSON
     (:class:`Encoded`), serialised where it was converted. With a pool the caller then does
@@ -660,7 +796,8 @@ def iter_encoded(
         get_adapter(format)
     if workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
-    files = list(iter_files(paths))
+    redact = redaction_policy(redact)
+    files = list(iter_files(paths, on_skip=on_skip))
     n = workers or auto_workers(encoded=True)
     if n > 1:
         from knowlyr.recorder import pool
@@ -682,13 +819,13 @@ def convert(
     paths: Iterable[str | Path] | str | Path,
     *,
     format: str | None = None,
-    redact: bool = True,
+    redact: bool | RedactionPolicy = True,
     workers: int = 1,
     progress: Callable[[Path], None] | None = None,
 ) -> ConvertReport:
     """Convert everything under ``paths`` into a :class:`ConvertReport` (trajectories, the
-    quarantined records with reasons, formats seen, the redaction audit). Arguments as
-    :func:`iter_records`.
+    quarantined records with reasons, formats seen, the redaction audit, the files skipped
+    for their suffix). Arguments as :func:`iter_records`.
 
     Example:
         >>> r = convert(["tests/data/fixtures/openhands"])  # doctest: +SKIP
@@ -696,7 +833,13 @@ def convert(
         (4, 4, 0)
     """
     report = ConvertReport()
-    for r in iter_records(paths, format=format, redact=redact, workers=workers, progress=progress):
+
+    def skip(p: Path) -> None:
+        report.skipped.append(shown_path(p, redact))
+
+    for r in iter_records(
+        paths, format=format, redact=redact, workers=workers, progress=progress, on_skip=skip
+    ):
         if isinstance(r, Converted):
             report.trajectories.append(r.trajectory)
             report.formats[r.trajectory.source.format] += 1

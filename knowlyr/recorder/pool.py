@@ -38,6 +38,7 @@ from knowlyr.recorder.pipeline import (
     Encoded,
     Rejected,
     _first_line_obj,
+    _is_gz,
     _is_lines,
     _iter_file,
     _iter_lines,
@@ -159,12 +160,7 @@ def _work_lines(
 
 
 def _chunkable(p: Path) -> bool:
-    return (
-        _is_lines(p)
-        and not p.name.endswith(".gz")
-        and p.is_file()
-        and p.stat().st_size > _CHUNK_BYTES
-    )
+    return _is_lines(p) and not _is_gz(p) and p.is_file() and p.stat().st_size > _CHUNK_BYTES
 
 
 def _size(p: Path) -> int:

@@ -5,6 +5,13 @@ raw bytes as a blob named by ``trajectory.source.blob``), a rejected one as a ro
 ``rejected`` table with the reason (its raw bytes as a blob too). The run is recorded in
 ``runs`` so lineage can reach the raw logs from any later dataset or checkpoint.
 
+No input aborts an ingest: a file that cannot be read (a truncated ``.json.gz``, a ``.gz``
+that is not gzip, a file name that is not UTF-8) is a rejected record with its path and the
+reason, and a walked directory's files of no log format are counted as ``skipped``. So
+``read == new + duplicates + n_rejected`` and every input file is either read or skipped.
+The raw blobs are written before their rows are committed, under a journal
+(:meth:`Store.blob_journal`): if the ingest dies first, ``knowlyr store gc`` reclaims them.
+
 With ``results`` (evaluation results files, see :mod:`knowlyr.labels`), each record's outcome
 is labelled before it is stored (matched on ``task_id`` == instance id), and trajectories of
 those instances stored earlier are labelled too (:mod:`knowlyr.store.labels`).
@@ -27,6 +34,7 @@ from knowlyr.store.models import Manifest, RunRecord
 if TYPE_CHECKING:
     import os
 
+    from knowlyr.recorder.redact import RedactionPolicy
     from knowlyr.store.store import Store
 
 __all__ = ["IngestResult", "ingest"]
@@ -41,6 +49,9 @@ class IngestResult(BaseModel):
     new: int
     duplicates: int
     n_rejected: int
+    files: int = 0  # files read (a JSONL file may hold many records)
+    n_skipped: int = 0  # files of walked directories whose suffix names no log format
+    skipped: list[str] = []  # the first few of them
     run_id: str
     seconds: float
     labels: LabelReport | None = None
@@ -49,6 +60,11 @@ class IngestResult(BaseModel):
     def version(self) -> int:
         return self.trajectories.version
 
+    @property
+    def converted(self) -> int:
+        """Records that became trajectories (new or already stored)."""
+        return self.new + self.duplicates
+
 
 @paused()
 def ingest(
@@ -56,7 +72,7 @@ def ingest(
     paths: Iterable[str | Path] | str | Path,
     *,
     format: str | None = None,
-    redact: bool = True,
+    redact: bool | RedactionPolicy = True,
     workers: int = 1,
     batch_size: int | None = None,
     results: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None = None,
@@ -68,7 +84,9 @@ def ingest(
         store: the target store.
         paths: log files or directories (see :func:`knowlyr.recorder.iter_records`).
         format: force a recorder format (default: detected per file).
-        redact: redact secrets before anything is parsed or stored.
+        redact: redact secrets before anything is parsed or stored, in the records and in the
+            paths kept as ``source_path``; a :class:`~knowlyr.recorder.redact.RedactionPolicy`
+            also redacts the personal-data classes it names.
         workers: recorder processes (1 = in this process, 0 = one per CPU).
         batch_size: trajectories per Delta commit; ``None`` commits the whole ingest as one
             transaction (the default: one stage, one version).
@@ -84,12 +102,14 @@ def ingest(
         >>> res.new, res.duplicates, res.n_rejected, res.version  # doctest: +SKIP
         (3, 0, 1, 0)
     """
-    from knowlyr.recorder import Encoded, iter_encoded
+    from knowlyr.recorder import Encoded, iter_encoded, shown_path
+    from knowlyr.recorder.redact import redaction_policy
     from knowlyr.store import labels as lab
 
     if batch_size is not None and batch_size <= 0:
         raise ValueError(f"batch_size must be positive or None, got {batch_size}")
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
+    redact = redaction_policy(redact)
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     v_before = store.version("trajectories")
@@ -104,10 +124,12 @@ def ingest(
     manifest: Manifest | None = None
 
     params: dict[str, object] = {
-        "paths": [str(p) for p in paths],
+        "paths": [shown_path(p, redact) for p in paths],
         "format": format,
-        "redact": redact,
+        "redact": redact.secrets,
     }
+    if redact.pii:
+        params["redact_pii"] = list(redact.pii)
     batch_versions: list[int] = []  # versions committed (and recorded) batch by batch
 
     def flush(*, batch: bool = False) -> None:
@@ -126,70 +148,88 @@ def ingest(
             )
             batch_versions.append(m.version)
 
-    # records come serialised (their table rows) and their raw bytes are stored as blobs
-    # where they were converted (by the workers, with a pool)
-    for rec in iter_encoded(
-        paths, format=format, redact=redact, workers=workers, put_raw=store.blobs.put
-    ):
-        read += 1
-        if isinstance(rec, Encoded):
-            if labels and (label := labels.get(rec.row[1])) is not None and rec.id not in known:
-                rec, decision = lab.label_encoded(rec, label, override=override)
-                tally.add(rec.id, decision, label, None)
-            pending.append(rec)
-            if batch_size is not None and len(pending) >= batch_size:
-                flush(batch=True)
-        else:
-            rejected_rows.append(
-                {
-                    "raw_blob": store.blobs.put(rec.raw),
-                    "reason": rec.reason,
-                    "path": rec.path,
-                    "line": rec.line,
-                    "format": format,
-                }
+    files = 0
+    skipped: list[str] = []
+
+    def file_done(_p: Path) -> None:
+        nonlocal files
+        files += 1
+
+    def skip(p: Path) -> None:
+        skipped.append(shown_path(p, redact))
+
+    with store.blob_journal() as journal:
+        # records come serialised (their table rows) and their raw bytes are stored as blobs
+        # where they were converted (by the workers, with a pool), each named in the journal
+        # first, so that gc can reclaim them if this ingest dies before its commit
+        for rec in iter_encoded(
+            paths,
+            format=format,
+            redact=redact,
+            workers=workers,
+            put_raw=journal.put,
+            progress=file_done,
+            on_skip=skip,
+        ):
+            read += 1
+            if isinstance(rec, Encoded):
+                if labels and (label := labels.get(rec.row[1])) is not None and rec.id not in known:
+                    rec, decision = lab.label_encoded(rec, label, override=override)
+                    tally.add(rec.id, decision, label, None)
+                pending.append(rec)
+                if batch_size is not None and len(pending) >= batch_size:
+                    flush(batch=True)
+            else:
+                rejected_rows.append(
+                    {
+                        "raw_blob": journal.put(rec.raw),
+                        "reason": rec.reason,
+                        "path": rec.path,
+                        "line": rec.line,
+                        "format": format,
+                    }
+                )
+        if pending or manifest is None:
+            flush()
+        assert manifest is not None
+        n_rejected = len(rejected_rows)  # records the recorder could not convert
+        report, label_rows = None, []
+        if labels is not None and inputs is not None:
+            report, label_rows = lab._finish(
+                store, labels, inputs, tally, override=override, exclude=set(tally.decisions)
             )
-    if pending or manifest is None:
-        flush()
-    assert manifest is not None
-    n_rejected = len(rejected_rows)  # records the recorder could not convert
-    report, label_rows = None, []
-    if labels is not None and inputs is not None:
-        report, label_rows = lab._finish(
-            store, labels, inputs, tally, override=override, exclude=set(tally.decisions)
+            if report.trajectories is not None:
+                manifest = manifest.model_copy(
+                    update={
+                        "version": report.trajectories.version,
+                        "rows": report.trajectories.rows,
+                        "committed": True,
+                    }
+                )
+            inputs.put(store)
+            rejected_rows.extend(label_rows)
+        rej = store.append("rejected", rejected_rows) if rejected_rows else None
+        if report is not None and label_rows:
+            report.rejected = rej
+        outputs: dict[str, int] = {}
+        if (manifest.committed or v_before != manifest.version) and (
+            not batch_versions or manifest.version != batch_versions[-1]
+        ):
+            outputs["trajectories"] = manifest.version
+        if rej is not None and rej.committed:
+            outputs["rejected"] = rej.version
+        if batch_versions:
+            params["batches"] = len(batch_versions)
+        if report is not None:
+            params.update(override=override, labels=report.counts())
+        run: RunRecord = store.record_run(
+            "ingest",
+            inputs=report.inputs if report is not None else None,
+            outputs=outputs,
+            params=params,
+            started=started,
+            status="completed",
         )
-        if report.trajectories is not None:
-            manifest = manifest.model_copy(
-                update={
-                    "version": report.trajectories.version,
-                    "rows": report.trajectories.rows,
-                    "committed": True,
-                }
-            )
-        inputs.put(store)
-        rejected_rows.extend(label_rows)
-    rej = store.append("rejected", rejected_rows) if rejected_rows else None
-    if report is not None and label_rows:
-        report.rejected = rej
-    outputs: dict[str, int] = {}
-    if (manifest.committed or v_before != manifest.version) and (
-        not batch_versions or manifest.version != batch_versions[-1]
-    ):
-        outputs["trajectories"] = manifest.version
-    if rej is not None and rej.committed:
-        outputs["rejected"] = rej.version
-    if batch_versions:
-        params["batches"] = len(batch_versions)
-    if report is not None:
-        params.update(override=override, labels=report.counts())
-    run: RunRecord = store.record_run(
-        "ingest",
-        inputs=report.inputs if report is not None else None,
-        outputs=outputs,
-        params=params,
-        started=started,
-        status="completed",
-    )
     return IngestResult(
         trajectories=manifest,
         rejected=rej,
@@ -197,6 +237,9 @@ def ingest(
         new=new,
         duplicates=dups,
         n_rejected=n_rejected,
+        files=files,
+        n_skipped=len(skipped),
+        skipped=skipped[:20],
         run_id=run.run_id,
         seconds=time.perf_counter() - t0,
         labels=report,

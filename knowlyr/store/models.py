@@ -124,3 +124,5 @@ class GcReport(BaseModel):
     unreferenced: list[str] = Field(default_factory=list)
     bytes: int = 0
     deleted: int = 0
+    aborted_runs: int = 0  # journals of runs that died before their commit (see Store.gc)
+    in_flight: int = 0  # blobs of runs still in flight, kept whatever their age

@@ -5,6 +5,7 @@ Layout under the root (a local directory or any fsspec URL)::
     <root>/tables/<name>/        one Delta table per name (trajectories, rewards, runs, ...)
     <root>/blobs/sha256/ab/cd..  content-addressed blobs (raw logs, snapshots, checkpoints)
     <root>/_locks/<name>.lock    writer locks (local stores only)
+    <root>/_inflight/<id>.blobs  blobs a run wrote ahead of its commit (local only; see gc)
 
 Every write is one Delta transaction and returns a :class:`Manifest`; every read takes an
 optional ``version`` (time travel). See DESIGN.md §4.
@@ -25,6 +26,7 @@ cached key set, so re-adding known content reads nothing but the id column once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -97,9 +99,11 @@ class Store(DeltaTables):
             except OSError as e:
                 raise ConfigError(f"store path {self.root} cannot be a directory: {e}") from e
             self._lock_dir: str | None = os.path.join(self.root, "_locks")
+            self._inflight_dir: str | None = os.path.join(self.root, "_inflight")
         else:
             self.root = url.rstrip("/")
             self._lock_dir = None
+            self._inflight_dir = None
         self.url = url if not self.local else self.root
         self.storage_options = dict(storage_options or {})
         self.blobs = BlobStore(
@@ -346,8 +350,14 @@ class Store(DeltaTables):
         every table at its latest version, plus the blob hashes in run inputs/outputs. So a
         blob you want to keep (a checkpoint, a calibration map) must be named by a row or by
         the run that made it: ``store.record_run("calibrate", outputs={"calibration": h})``.
-        Blobs younger than ``min_age_s`` are kept, so a writer that stored a blob but has not
-        committed its rows yet is safe; leftover temporary files older than that go too.
+
+        Blobs that runs wrote ahead of their commit are journaled (``<root>/_inflight``, see
+        :mod:`knowlyr.store._inflight`; the store's ingest does this): the unreferenced blobs
+        of a run that is no longer in flight (killed, or it raised) are deleted whatever
+        their age, and the blobs of a run still in flight are kept. Other unreferenced blobs
+        younger than ``min_age_s`` are kept too, so a writer that stored a blob without a
+        journal and has not committed its rows yet is safe; leftover temporary files older
+        than that go too.
 
         Example:
             >>> store.gc(dry_run=True, min_age_s=0).unreferenced   # doctest: +SKIP
@@ -355,18 +365,26 @@ class Store(DeltaTables):
         """
         import time
 
+        from knowlyr.store._inflight import Journals, scan_journals
         from knowlyr.store.lineage import referenced_blobs
 
+        # journals first, references second: a run that commits and finishes in between has
+        # its blobs named by one or the other
+        journals = scan_journals(self._inflight_dir) if self._inflight_dir else Journals()
         refs = referenced_blobs(self)
         now = time.time()
-        scanned, unref, size = 0, [], 0
+        scanned, unref, size, kept = 0, [], 0, 0
         for h in self.blobs.iter_hashes():
             scanned += 1
             if h in refs:
                 continue
-            path = self.blobs.path(h) if self.local else self.blobs._fs_path(h)
-            if now - self.blobs.mtime(path) < min_age_s:
+            if h in journals.live:
+                kept += 1
                 continue
+            if h not in journals.dead:
+                path = self.blobs.path(h) if self.local else self.blobs._fs_path(h)
+                if now - self.blobs.mtime(path) < min_age_s:
+                    continue
             unref.append(h)
             size += self.blobs.size(h)
         deleted = 0
@@ -377,6 +395,9 @@ class Store(DeltaTables):
             for tmp in self.blobs.iter_temp():
                 if now - self.blobs.mtime(tmp) >= min_age_s:
                     self.blobs.remove_path(tmp)
+            for path in journals.dead_files:  # their blobs are reclaimed: the journals go
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
         return GcReport(
             dry_run=dry_run,
             scanned=scanned,
@@ -384,7 +405,17 @@ class Store(DeltaTables):
             unreferenced=unref,
             bytes=size,
             deleted=deleted,
+            aborted_runs=sum(p.endswith(".blobs") for p in journals.dead_files),
+            in_flight=kept,
         )
+
+    def blob_journal(self):
+        """A :class:`~knowlyr.store._inflight.BlobJournal` for a run that writes blobs ahead
+        of the rows naming them (a no-op on object stores): ``with store.blob_journal() as
+        j: j.put(raw)``. See :meth:`gc`."""
+        from knowlyr.store._inflight import BlobJournal
+
+        return BlobJournal(self.blobs, self._inflight_dir)
 
     # -- runs and lineage -----------------------------------------------------------------
 
