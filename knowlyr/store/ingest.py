@@ -20,6 +20,7 @@ those instances stored earlier are labelled too (:mod:`knowlyr.store.labels`).
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -112,6 +113,7 @@ def ingest(
     redact = redaction_policy(redact)
     started = datetime.now(UTC)
     t0 = time.perf_counter()
+    run_id = uuid.uuid4().hex  # this ingest's runs row; its sightings of trajectories name it
     v_before = store.version("trajectories")
     labels, inputs, tally, known = None, None, lab._Tally(), set()
     if results is not None:  # read first: a bad results file fails before any write
@@ -134,7 +136,7 @@ def ingest(
 
     def flush(*, batch: bool = False) -> None:
         nonlocal manifest, new, dups
-        m = store.add_trajectories(pending)
+        m = store.add_trajectories(pending, run_id=run_id)
         new += m.new
         dups += m.duplicates
         manifest = m
@@ -229,6 +231,7 @@ def ingest(
             params=params,
             started=started,
             status="completed",
+            run_id=run_id,
         )
     return IngestResult(
         trajectories=manifest,

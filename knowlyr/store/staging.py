@@ -9,6 +9,7 @@ so lineage reaches the raw episodes.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -101,12 +102,14 @@ def add_staged(
             t.source.blob, t.source.line = s.blob, line_no
             t.source.path = t.source.path or s.source_path
             trajs.append(t)
-    m = store.add_trajectories(trajs)
+    run_id = uuid.uuid4().hex  # the run's sightings of its trajectories name it
+    m = store.add_trajectories(trajs, run_id=run_id)
     if rejected:
         store.append("rejected", rejected)
     store.record_run(
         stage,
         outputs={"trajectories": m.version},
         params={"raw_blobs": [s.blob for s in staged], "episodes": len(trajs)},
+        run_id=run_id,
     )
     return AddStagedResult(trajectories=m, rejected=rejected, read=len(trajs))

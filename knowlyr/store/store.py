@@ -178,6 +178,7 @@ class Store(DeltaTables):
         trajs: Iterable[Trajectory | Encoded],
         *,
         raw: Mapping[str, bytes] | None = None,
+        run_id: str | None = None,
     ) -> Manifest:
         """Add trajectories, deduplicated on their content hash (``Trajectory.id``).
 
@@ -187,6 +188,11 @@ class Store(DeltaTables):
         One Delta transaction for the whole batch; known or repeated ids are counted as
         duplicates and not written. ``raw`` maps a blob hash (``trajectory.source.blob``) to
         the raw log bytes it was recorded from; they are stored as blobs (verified) first.
+
+        Every item, new or duplicate, is also a row of the ``sightings`` table: its agent,
+        its source and ``run_id``, so a duplicate from another agent or run keeps its
+        attribution (:meth:`sightings`). ``run_id`` is the run recording this add (pass the
+        same id to :meth:`record_run`); default: a new id for this call.
 
         Example:
             >>> m = store.add_trajectories(trajs)           # doctest: +SKIP
@@ -205,7 +211,7 @@ class Store(DeltaTables):
         known = self.trajectory_ids(version=v) if v is not None else set()
         fresh = self._fresh(trajs, ids, known)
         if not fresh:
-            return Manifest(
+            m = Manifest(
                 store=self.url,
                 table="trajectories",
                 version=-1 if v is None else v,
@@ -215,21 +221,91 @@ class Store(DeltaTables):
                 committed=False,
                 digest=digest,
             )
-        with table_lock(self._lock_dir, "trajectories"):
-            base = self.version("trajectories")
-            latest = self.trajectory_ids(version=base)
-            if latest is not known:
-                fresh = self._fresh(trajs, ids, latest)
-            return self._write(
-                "trajectories",
-                _trajectory_stream(fresh) if fresh else None,
-                new=len(fresh),
-                dups=len(trajs) - len(fresh),
-                digest=digest,
-                base=base,
-                key=["id"],
-                new_keys=[t.id for t in fresh],
-            )
+        else:
+            with table_lock(self._lock_dir, "trajectories"):
+                base = self.version("trajectories")
+                latest = self.trajectory_ids(version=base)
+                if latest is not known:
+                    fresh = self._fresh(trajs, ids, latest)
+                m = self._write(
+                    "trajectories",
+                    _trajectory_stream(fresh) if fresh else None,
+                    new=len(fresh),
+                    dups=len(trajs) - len(fresh),
+                    digest=digest,
+                    base=base,
+                    key=["id"],
+                    new_keys=[t.id for t in fresh],
+                )
+        if trajs:
+            self._add_sightings(trajs, ids, run_id=run_id, version=m.version)
+        return m
+
+    def _add_sightings(
+        self, trajs: list[Any], ids: list[str], *, run_id: str | None, version: int
+    ) -> None:
+        """One ``sightings`` row per (trajectory, agent) of this add, as one commit.
+
+        A caller's ``run_id`` may add in several batches (an ingest with ``--batch-size``),
+        so rows that run already has are skipped; reading them touches only that run's
+        files (one run id per commit, pruned by the file statistics).
+        """
+        from datetime import UTC, datetime
+
+        import polars as pl
+
+        from knowlyr.store.tables import conform, spec_for
+        from knowlyr.trajectory import Trajectory
+
+        rows: dict[tuple[str, str], tuple] = {}
+        for t, i in zip(trajs, ids, strict=True):
+            if isinstance(t, Trajectory):
+                a, src = t.agent, t.source
+                row = (a.name, a.model, src.format, src.path, src.blob)
+            else:  # a recorder row: agent, model, source format, path, blob
+                row = (t.row[4], t.row[5], t.row[9], t.row[10], t.row[11])
+            rows.setdefault((i, row[0] or ""), row)
+        df = pl.DataFrame(
+            {
+                "trajectory_id": [i for i, _ in rows],
+                "run_id": run_id or uuid.uuid4().hex,
+                "agent": [a for _, a in rows],
+                "model": [r[1] for r in rows.values()],
+                "source_format": [r[2] for r in rows.values()],
+                "source_path": [r[3] for r in rows.values()],
+                "source_blob": [r[4] for r in rows.values()],
+                "version": version,
+                "seen_at": datetime.now(UTC),
+            },
+            schema_overrides={c: pl.String for c in ("model", "source_path", "source_blob")},
+        )
+        df = conform(df, spec_for("sightings"))
+        with table_lock(self._lock_dir, "sightings"):
+            base = self.version("sightings")
+            if run_id is not None and base is not None:
+                had = (
+                    self.scan("sightings", version=base)
+                    .filter(pl.col("run_id") == run_id)
+                    .select("trajectory_id", "agent")
+                    .collect()
+                )
+                if had.height:
+                    df = df.join(had, on=["trajectory_id", "agent"], how="anti")
+            self._write("sightings", df, new=df.height, dups=0, digest="", base=base)
+
+    def sightings(self, id: str | None = None, *, version: int | None = None) -> pl.DataFrame:
+        """Who produced trajectory ``id`` (or every trajectory), oldest first: one row per
+        (trajectory, run, agent) with the source path and blob, the trajectories version the
+        add left, and when.
+
+        Example:
+            >>> store.sightings(t.id)["agent"].to_list()   # doctest: +SKIP
+            ['claude', 'gpt']
+        """
+        import polars as pl
+
+        f = None if id is None else pl.col("trajectory_id").str.starts_with(id)
+        return self.read("sightings", version=version, filter=f).sort("seen_at")
 
     @staticmethod
     def _fresh(trajs: list[Any], ids: list[str], known: set[str]) -> list[Any]:

@@ -24,6 +24,8 @@ runs           run_id                               stage, status, inputs/output
 rejected       raw_blob, reason, where              path, line, format, created_at
 calibrations   calibration_id                       kind, blob, profile, n, positives, cv_auc,
                                                     cv_brier, created_at
+sightings      trajectory_id, run_id, agent         model, source_format, source_path,
+                                                    source_blob, version, seen_at
 =============  ===================================  ===========================================
 """
 
@@ -204,6 +206,24 @@ TABLES: dict[str, TableSpec] = {
             },
             "fitted reward calibrations (the JSON is a blob), with their cross-validated "
             "quality; `reward score --calibration ID` and the reward flow apply one",
+        ),
+        TableSpec(
+            "sightings",
+            ("trajectory_id", "run_id", "agent"),
+            {
+                "trajectory_id": "str",
+                "run_id": "str",
+                "agent": "str",
+                "model": "str",
+                "source_format": "str",
+                "source_path": "str",
+                "source_blob": "str",
+                "version": "i64",
+                "seen_at": "datetime",
+            },
+            "every time a trajectory was added (new or a duplicate): which agent and run "
+            "produced it, from which log, and the trajectories version it left; the "
+            "trajectories row keeps only the first",
         ),
     ]
 }
