@@ -31,9 +31,15 @@ def install(app: typer.Typer) -> None:
 
 
 def _open(url: str | None) -> Store:
+    """The store at ``url``; one that cannot be opened (a protocol whose package is missing,
+    a path that cannot be a directory) is an error line and exit 1."""
+    from knowlyr.errors import KnowlyrError
     from knowlyr.store import Store
 
-    return Store.open(url)
+    try:
+        return Store.open(url)
+    except KnowlyrError as e:
+        raise _fail(e) from e
 
 
 def _fail(e: Exception) -> typer.Exit:
@@ -283,6 +289,14 @@ def show(
         )
         typer.echo(f"label    resolved={o.resolved}{tests} source={o.label_source}")
     typer.echo(f"source   {t.source.format} {t.source.path or ''} blob={t.source.blob}")
+    seen = s.sightings(t.id)
+    if seen.height:
+        typer.echo(f"seen     {seen.height}x (agent, run, source):")
+        for r in seen.head(20).iter_rows(named=True):
+            model = f" {r['model']}" if r["model"] else ""
+            typer.echo(
+                f"  {r['agent']}{model}  run {r['run_id'][:12]}  {r['source_path'] or ''}".rstrip()
+            )
     typer.echo(f"steps    {len(t.steps)}")
     for st in t.steps[:50]:
         what = (
@@ -297,17 +311,27 @@ def show(
 @store_app.command("lineage")
 def lineage(
     ref: str = typer.Argument(
-        ..., help="TABLE@VERSION, table, checkpoint/blob hash, trajectory or run id."
+        ...,
+        help="TABLE@VERSION, table, checkpoint folder or blob hash, trajectory or run id.",
     ),
     store: str | None = STORE_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print the lineage as JSON."),
 ) -> None:
-    """Walk back from a dataset version, checkpoint or trajectory to what made it."""
-    from knowlyr.errors import KnowlyrError
+    """Walk back from a dataset version, checkpoint or trajectory to what made it.
+
+    A checkpoint folder (the path a training run or `python -m flows.iterate` prints, e.g.
+    .knowlyr/store/checkpoints/NAME/final) stands for its archive in the store.
+    """
+    from knowlyr.errors import KnowlyrError, NotFoundError
 
     s = _open(store)
     try:
-        lin = s.lineage(ref)
+        try:
+            lin = s.lineage(ref)
+        except NotFoundError:
+            if not Path(ref).is_dir():
+                raise
+            lin = s.lineage(_checkpoint_blob(s, ref))
     except KnowlyrError as e:
         raise _fail(e) from e
     if as_json:
@@ -335,6 +359,31 @@ def lineage(
     typer.echo(f"  raw logs: {len(lin.raw_blobs)}")
     for b in lin.raw_blobs[:10]:
         typer.echo(f"    blob {b}")
+
+
+class _Digest:
+    """A stand-in store for :func:`~knowlyr.train.checkpoints.archive_checkpoint` that only
+    hashes the archive: the folder's blob address, nothing written."""
+
+    def put_blob(self, data: bytes) -> str:
+        from knowlyr.store.blobs import sha256_hex
+
+        return sha256_hex(data)
+
+
+def _checkpoint_blob(s: Store, folder: str) -> str:
+    """The blob of ``s`` that archives the checkpoint ``folder`` (same files, same address)."""
+    from knowlyr.errors import NotFoundError
+    from knowlyr.train.checkpoints import archive_checkpoint
+
+    blob = archive_checkpoint(_Digest(), folder)  # type: ignore[arg-type]
+    if not s.has_blob(blob):
+        raise NotFoundError(
+            f"lineage: folder {folder} is not a checkpoint archived in {s.url} (its archive "
+            f"would be blob {blob[:16]}...): pass the --store it was trained with, or a "
+            "TABLE@VERSION, blob hash, trajectory or run id"
+        )
+    return blob
 
 
 @store_app.command("gc")
