@@ -24,9 +24,14 @@ def envs() -> None:
 def profiles(name: str = typer.Argument(None, help="Show one profile as JSON.")) -> None:
     """List the built-in domain profiles, or print one."""
     from knowlyr.core import BUILTIN_PROFILES, get_profile
+    from knowlyr.errors import KnowlyrError
 
     if name:
-        typer.echo(get_profile(name).to_json())
+        try:
+            typer.echo(get_profile(name).to_json())
+        except KnowlyrError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from e
         return
     for key, p in sorted(BUILTIN_PROFILES.items()):
         typer.echo(f"{key:14} {', '.join(p.tool_names) or '(heuristic)'}")
