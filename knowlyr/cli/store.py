@@ -165,7 +165,7 @@ def ingest(
     typer.echo(f"run {res.run_id} ({res.seconds:.2f}s)")
     if res.new + res.duplicates == 0:
         typer.echo(
-            f"error: nothing was recorded from {', '.join(map(str, paths))}: "
+            f"error: nothing was recorded from {', '.join(shown_path(p, policy) for p in paths)}: "
             + (
                 "every input was rejected (reasons above)"
                 if res.read

@@ -190,3 +190,12 @@ def test_redaction_off_keeps_the_file_name(tmp_path: Path) -> None:
     shutil.copy(BASIC, p)
     (r,) = iter_records([p], redact=False)
     assert r.trajectory.source.path == str(p)
+
+
+def test_ingest_of_a_non_utf8_directory_with_nothing_usable_names_it(tmp_path: Path) -> None:
+    d = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"dir-\xff"))
+    os.mkdir(d)
+    _bytes_name(Path(d), b"x.json", b"{broken")
+    res = runner.invoke(app, ["ingest", d, "--store", str(tmp_path / "store")])
+    assert res.exit_code == 1 and not isinstance(res.exception, UnicodeError), res.output
+    assert "nothing was recorded from" in res.output and "dir-\\xff" in res.output
