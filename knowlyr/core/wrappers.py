@@ -7,13 +7,14 @@ They compose in any order, e.g.::
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from knowlyr.core.env import Action, AgentEnv, EnvWrapper, TimeStep, error_timestep
-from knowlyr.errors import ActionError
+from knowlyr.errors import ActionError, KnowlyrError
 from knowlyr.trajectory import (
     AgentInfo,
     Observation,
@@ -78,7 +79,30 @@ class MaxStepsWrapper(EnvWrapper):
 
 
 class TimeoutWrapper(EnvWrapper):
-    """Truncates the episode once ``timeout_s`` seconds of wall-clock time have passed since reset."""
+    """Truncates the episode once ``timeout_s`` seconds of wall-clock time have passed since
+    reset, cutting off a step that is still running then.
+
+    Each step runs in a worker thread, and the wrapper waits for it only until the episode's
+    time is up (plus 0.05 s for the env to wind down). If the env runs commands in a sandbox
+    (an ``env.sandbox`` with a ``deadline``, as :class:`~knowlyr.envs.SandboxEnv` has), the
+    deadline is passed down: the sandbox kills the command running at that instant, every
+    process it started included, and refuses to start new ones. A step that ends in time is
+    returned as it is (``truncated`` if the time ran out meanwhile); one still running is
+    returned as a truncated step saying so, with ``info["truncated_by"] == "timeout"``, and
+    finishes in the background (:meth:`reset` waits for it). A step started after the time
+    ran out is not run.
+
+    Args:
+        env: the env to wrap.
+        timeout_s: the episode's wall-clock budget in seconds.
+        clock: seconds since some origin (default ``time.monotonic``; tests pass a fake).
+
+    Example:
+        >>> env = TimeoutWrapper(make("knowlyr/sandbox"), 60)  # doctest: +SKIP
+    """
+
+    grace_s = 0.05  # how long past the deadline a step may take to wind down (kill, drain pipes)
+    stale_join_s = 30.0  # how long reset() waits for a step cut off earlier
 
     def __init__(
         self, env: AgentEnv, timeout_s: float, *, clock: Callable[[], float] = time.monotonic
@@ -89,19 +113,87 @@ class TimeoutWrapper(EnvWrapper):
         self.timeout_s = float(timeout_s)
         self._clock = clock
         self._start = clock()
+        self._stale: threading.Thread | None = None
 
     def reset(
         self, *, task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> TimeStep:
+        self._wait_for_stale()
+        self._set_deadline(None)
         self._start = self._clock()
         return self.env.reset(task=task, seed=seed, options=options)
 
     def step(self, action: Action) -> TimeStep:
-        ts = self.env.step(action)
-        if self._clock() - self._start >= self.timeout_s and not ts.terminated:
+        remaining = self.timeout_s - (self._clock() - self._start)
+        if remaining <= 0 or (self._stale is not None and self._stale.is_alive()):
+            return self._cut_off(
+                "the episode's time limit had already run out; the step was not run"
+            )
+        deadline = time.monotonic() + remaining
+        self._set_deadline(deadline)
+        result: list[Any] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                result.append(self.env.step(action))
+            except BaseException as e:  # handed to the caller's thread
+                result.append(e)
+            finally:
+                self._set_deadline(None, only=deadline)  # a cut-off step is over now
+                done.set()
+
+        worker = threading.Thread(target=run, name="knowlyr-timeout-step", daemon=True)
+        worker.start()
+        if not (done.wait(remaining) or done.wait(self.grace_s)):
+            self._stale = worker  # the deadline stays until it ends: its later commands do not run
+            return self._cut_off(
+                f"the step was cut off: the episode's {self.timeout_s:g} s time limit ran out "
+                "while it was running (its sandbox command, if any, was killed)"
+            )
+        out = result[0]
+        if isinstance(out, BaseException):
+            raise out
+        ts: TimeStep = out
+        late = time.monotonic() >= deadline or self._clock() - self._start >= self.timeout_s
+        if late and not ts.terminated:
             ts.truncated = True
             ts.info.setdefault("truncated_by", "timeout")
         return ts
+
+    def close(self) -> None:
+        stale, self._stale = self._stale, None
+        if stale is not None:
+            stale.join(self.stale_join_s)
+        self.env.close()
+
+    def _cut_off(self, message: str) -> TimeStep:
+        return TimeStep(
+            observation=f"[{message}]",
+            truncated=True,
+            info={"truncated_by": "timeout", "exit_code": 124, "error": message},
+        )
+
+    def _set_deadline(self, deadline: float | None, *, only: float | None = None) -> None:
+        """Pass the deadline down to the env's sandbox, if it has one that takes it (with
+        ``only``: if its deadline is still that one)."""
+        sandbox = getattr(self.env.unwrapped, "sandbox", None)
+        has_one = sandbox is not None and hasattr(sandbox, "deadline")
+        if has_one and (only is None or sandbox.deadline == only):
+            sandbox.deadline = deadline
+
+    def _wait_for_stale(self) -> None:
+        stale, self._stale = self._stale, None
+        if stale is None:
+            return
+        stale.join(self.stale_join_s)
+        if stale.is_alive():
+            self._stale = stale
+            raise KnowlyrError(
+                f"a step cut off by TimeoutWrapper({self.timeout_s:g}) is still running "
+                f"{self.stale_join_s:g} s later (its env does not stop at the sandbox deadline); "
+                "the env cannot be reset while it runs"
+            )
 
 
 class RewardWrapper(EnvWrapper):

@@ -8,12 +8,13 @@ are for a backend that cannot create or reach its sandbox.
 from __future__ import annotations
 
 import abc
+import time
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ExecResult", "Sandbox", "SandboxConfig"]
+__all__ = ["ExecResult", "Sandbox", "SandboxConfig", "past_deadline"]
 
 
 @dataclass(slots=True)
@@ -69,9 +70,17 @@ class SandboxConfig(BaseModel):
 
 
 class Sandbox(abc.ABC):
-    """An isolated workspace where an agent's commands run."""
+    """An isolated workspace where an agent's commands run.
+
+    ``deadline`` (a ``time.monotonic()`` instant, or None) bounds every :meth:`exec`, whatever
+    its own timeout: a command still running then is killed like one that ran past its
+    timeout, and one started after it returns at once as timed out, without running.
+    :class:`~knowlyr.core.wrappers.TimeoutWrapper` sets it from another thread to pre-empt a
+    step. File operations, snapshots and restores ignore it.
+    """
 
     config: SandboxConfig
+    deadline: float | None = None
 
     @abc.abstractmethod
     def exec(
@@ -99,8 +108,30 @@ class Sandbox(abc.ABC):
     def close(self) -> None:
         """Destroy the sandbox and everything in it. Idempotent."""
 
+    def _limit(self, timeout: float | None) -> float:
+        """An exec's wall-clock limit: ``timeout`` (or the config's), capped by ``deadline``;
+        <= 0 when the deadline has passed."""
+        limit = self.config.timeout_s if timeout is None else timeout
+        if limit <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        deadline = self.deadline
+        if deadline is not None:
+            limit = min(limit, deadline - time.monotonic())
+        return limit
+
     def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def past_deadline() -> ExecResult:
+    """What :meth:`Sandbox.exec` returns for a command started after the sandbox's deadline."""
+    return ExecResult(
+        124,
+        "",
+        "[not run: the sandbox's deadline had passed (the step's time ran out)]\n",
+        0.0,
+        True,
+    )

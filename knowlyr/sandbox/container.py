@@ -38,7 +38,7 @@ from typing import Any
 from knowlyr.errors import BackendUnavailableError, SandboxError, WorkspacePathError
 from knowlyr.sandbox._owner import LABEL, PIDNS, owner_dead, owner_labels, pid_namespace
 from knowlyr.sandbox._util import MAX_COMMAND_BYTES, OutputCapture, too_long, workspace_relpath
-from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig
+from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig, past_deadline
 
 __all__ = ["ContainerSandbox", "container_available", "reap_containers"]
 
@@ -387,13 +387,14 @@ class ContainerSandbox(Sandbox):
     ) -> ExecResult:
         """Run ``cmd`` with ``bash -lc`` in the workspace (see :class:`Sandbox`)."""
         self._check_open()
-        limit = self.config.timeout_s if timeout is None else timeout
-        if limit <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout}")
+        self._limit(timeout)  # validates it
         if len(cmd) > MAX_COMMAND_BYTES // 4 and len(cmd.encode()) > MAX_COMMAND_BYTES:
             return too_long(cmd)
         start = time.monotonic()
         with self._lock:
+            limit = self._limit(timeout)  # the deadline may have come while waiting
+            if limit <= 0:
+                return past_deadline()
             code, out, err, timed_out = self._exec_raw(
                 ["bash", "-c", _WRAP, "_", cmd],
                 limit,
@@ -404,7 +405,7 @@ class ContainerSandbox(Sandbox):
         stderr, t2 = err.text(n)
         if timed_out:
             sep = "" if not stderr or stderr.endswith("\n") else "\n"
-            stderr = f"{stderr}{sep}[timed out after {limit:g}s: every process of the command was killed]\n"
+            stderr = f"{stderr}{sep}[timed out after {round(limit, 2):g}s: every process of the command was killed]\n"
         return ExecResult(code, stdout, stderr, time.monotonic() - start, timed_out, t1 or t2)
 
     # -- files ---------------------------------------------------------------------------

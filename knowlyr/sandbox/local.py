@@ -48,7 +48,7 @@ from pathlib import Path
 from knowlyr.errors import BackendUnavailableError, SandboxError, WorkspacePathError
 from knowlyr.sandbox._spawner import Spawner
 from knowlyr.sandbox._util import MAX_COMMAND_BYTES, OutputCapture, too_long, workspace_relpath
-from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig
+from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig, past_deadline
 from knowlyr.sandbox.snapshot import WorkspaceSnapshots
 
 __all__ = ["LocalSandbox", "local_available", "reap_local"]
@@ -458,12 +458,13 @@ class LocalSandbox(Sandbox):
         with a ``[... N characters truncated ...]`` marker.
         """
         self._check_open()
-        limit = self.config.timeout_s if timeout is None else timeout
-        if limit <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout}")
+        self._limit(timeout)  # validates it
         if len(cmd) > MAX_COMMAND_BYTES // 4 and len(cmd.encode()) > MAX_COMMAND_BYTES:
             return too_long(cmd)
         with self._lock:
+            limit = self._limit(timeout)  # the deadline may have come while waiting
+            if limit <= 0:
+                return past_deadline()
             return self._run([*self._prefix, cmd], limit, stdin)
 
     def _run(self, argv: list[str], limit: float, stdin: str | None) -> ExecResult:
@@ -536,9 +537,7 @@ class LocalSandbox(Sandbox):
         if timed_out:
             code = 124
             sep = "" if not err or err.endswith("\n") else "\n"
-            err = (
-                f"{err}{sep}[timed out after {limit:g}s: every process of the command was killed]\n"
-            )
+            err = f"{err}{sep}[timed out after {round(limit, 2):g}s: every process of the command was killed]\n"
         elif code < 0:  # the sandbox itself was killed by a signal (e.g. the cgroup OOM killer)
             code = 128 - code
         return ExecResult(code, out, err, time.monotonic() - start, timed_out, t1 or t2)

@@ -195,7 +195,13 @@ def bash(command: str, timeout: float | None = None, *, sandbox: Sandbox) -> Too
             return ToolResult.failure(f"timeout must be positive, got {timeout}", exit_code=2)
         limit = min(timeout, limit)
     r = sandbox.exec(command, timeout=limit)
-    error = f"timed out after {limit:g}s" if r.timed_out else None
+    error = None
+    if r.timed_out:  # its own limit, or the sandbox's deadline (a TimeoutWrapper's) came first
+        error = (
+            f"timed out after {limit:g}s"
+            if r.duration_s >= limit * 0.99
+            else "cut off: the episode's time limit ran out"
+        )
     return ToolResult(
         output=r.output,
         exit_code=r.exit_code,

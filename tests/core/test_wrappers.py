@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from knowlyr.core import (
@@ -9,6 +11,7 @@ from knowlyr.core import (
     RecorderWrapper,
     RewardWrapper,
     TimeoutWrapper,
+    TimeStep,
 )
 from knowlyr.core.wrappers import truncate_middle
 from knowlyr.trajectory import AgentInfo
@@ -143,3 +146,63 @@ def test_wrappers_compose_in_any_order(compose):
     while not isinstance(rec, RecorderWrapper):
         rec = rec.env
     assert len(rec.trajectory.steps) == 4 and rec.trajectory.outcome.success
+
+
+class _SlowEnv(CounterEnv):
+    """``sleep`` sleeps ``s`` seconds (pure Python: nothing to kill); ``boom`` raises."""
+
+    available_tools = ["add", "sleep", "boom", "submit"]  # noqa: RUF012
+
+    def step(self, action):
+        if action.get("tool") == "sleep":
+            time.sleep(action["params"]["s"])
+            self.count += 1
+            return TimeStep(observation="slept")
+        if action.get("tool") == "boom":
+            raise RuntimeError("the env broke")
+        return super().step(action)
+
+
+def test_timeout_cuts_off_a_step_still_running_when_the_time_runs_out():
+    env = _SlowEnv()
+    w = TimeoutWrapper(env, 0.5)
+    w.reset()
+    t0 = time.monotonic()
+    ts = w.step({"tool": "sleep", "params": {"s": 2.0}})
+    took = time.monotonic() - t0
+    assert took < 1.5, f"a 2 s step under a 0.5 s timeout took {took:.2f} s"
+    assert ts.truncated and not ts.terminated and ts.info["truncated_by"] == "timeout"
+    assert ts.info["exit_code"] == 124 and "time limit ran out" in ts.observation
+    # the next step is not run; reset waits for the cut-off step, then all is as before
+    assert w.step(ADD).truncated and env.count == 0
+    w.reset()
+    assert env.count == 0 and w.step(ADD).observation == "count=1"
+
+
+def test_timeout_passes_a_deadline_to_the_env_sandbox_and_clears_it():
+    seen = []
+
+    class Box:
+        deadline = None
+
+    class SandboxedEnv(CounterEnv):
+        sandbox = Box()
+
+        def step(self, action):
+            seen.append(self.sandbox.deadline)
+            return super().step(action)
+
+    env = SandboxedEnv()
+    w = TimeoutWrapper(env, 10)
+    w.reset()
+    before = time.monotonic()
+    w.step(ADD)
+    assert seen[0] is not None and before + 9 < seen[0] <= time.monotonic() + 10
+    assert env.sandbox.deadline is None
+
+
+def test_timeout_reraises_an_env_error():
+    w = TimeoutWrapper(_SlowEnv(), 5)
+    w.reset()
+    with pytest.raises(RuntimeError, match="the env broke"):
+        w.step({"tool": "boom"})
