@@ -3,6 +3,7 @@ EPERM inside, and ordinary work (threads, subprocesses, git, background jobs) st
 
 from __future__ import annotations
 
+import pyseccomp
 import pytest
 
 from knowlyr.sandbox import SandboxConfig
@@ -19,10 +20,12 @@ def show(name, rc):
 os.makedirs("/tmp/m", exist_ok=True)
 show("mount", libc.mount(b"none", b"/tmp/m", b"tmpfs", 0, None))
 show("ptrace", libc.ptrace(0, 0, 0, 0))  # PTRACE_TRACEME
-show("keyctl", libc.syscall(250, 0, -3, 0))  # KEYCTL_GET_KEYRING_ID, the session keyring
+show("keyctl", libc.syscall(NR_KEYCTL, 0, -3, 0))  # KEYCTL_GET_KEYRING_ID, the session keyring
 show("unshare", libc.unshare(0x10000000))  # CLONE_NEWUSER
-show("bpf", libc.syscall(321, 0, 0, 0))
+show("bpf", libc.syscall(NR_BPF, 0, 0, 0))
 """
+# this machine's numbers for the calls without a C library wrapper
+_NR = {n: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, n) for n in ("keyctl", "bpf")}
 
 
 @pytest.fixture
@@ -36,7 +39,8 @@ def sandbox():
 
 
 def _probe(sb: LocalSandbox) -> dict[str, str]:
-    r = sb.exec(f"python3 - <<'EOF'\n{_PROBE}\nEOF")
+    probe = _PROBE.replace("NR_KEYCTL", str(_NR["keyctl"])).replace("NR_BPF", str(_NR["bpf"]))
+    r = sb.exec(f"python3 - <<'EOF'\n{probe}\nEOF")
     assert r.exit_code == 0, r
     return {line.split()[0]: line.split()[2] for line in r.stdout.splitlines()}
 
