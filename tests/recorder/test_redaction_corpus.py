@@ -108,7 +108,7 @@ def test_secret_recall_is_total_and_precision_holds() -> None:
 
 
 def test_pii_is_off_by_default_and_redacted_when_asked() -> None:
-    for name, (_cls, carrier, value) in PII.items():
+    for name, (_cls, carrier, _value) in PII.items():
         data = orjson.dumps({"content": carrier})
         assert redact_bytes(data)[0] == data, name  # off by default
     tp = fn = fp = tn = 0
