@@ -339,12 +339,15 @@ class LocalSandbox(Sandbox):
         self._owner_fd = -1
         self.root = Path(tempfile.mkdtemp(prefix=_PREFIX, dir=base))
         try:
-            # held until close(); the kernel drops it if this process dies (see reap_local)
+            # held until close(); the kernel drops it if this process dies (see reap_local).
+            # Locked before it gets its name, so a reaper never finds it free in between.
+            fresh = self.root / f".{_LOCK}"
             self._owner_fd = os.open(
-                self.root / _LOCK, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600
+                fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600
             )
             fcntl.flock(self._owner_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.write(self._owner_fd, f"{os.getpid()}\n".encode())
+            os.rename(fresh, self.root / _LOCK)
             os.chmod(self.root, 0o711)  # the sandbox uid may traverse, not list
             self.workspace = self.root / "workspace"
             self._tmp = self.root / "tmp"
