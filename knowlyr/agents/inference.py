@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +63,51 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Any:
     return AutoTokenizer.from_pretrained(str(path))
 
 
+#: Sampling seeds the global torch RNG right before ``generate``; this keeps that pair atomic
+#: across threads, so a sampled episode depends only on its seed.
+_SAMPLING_LOCK = threading.Lock()
+
+#: Models below this many parameters decode on one CPU thread (see :func:`_one_thread`).
+SMALL_MODEL_PARAMS = 20_000_000
+_threads_lock = threading.Lock()
+_threads_users = 0
+_threads_saved = 0
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """torch on one intra-op thread while the block runs (process-wide; nested and concurrent
+    users share one save / restore).
+
+    A tiny model's per-token matrix products are too small to split across cores: the split
+    only adds synchronisation, and threads decoding at once oversubscribe the cores. On this
+    project's 2-core machine ten advisory episodes of a 2x128 model took 21.2 s with torch's 2
+    threads and 3.6 s with 1, while other work ran.
+    """
+    import torch
+
+    global _threads_users, _threads_saved
+    with _threads_lock:
+        if _threads_users == 0:
+            _threads_saved = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _threads_users += 1
+    try:
+        yield
+    finally:
+        with _threads_lock:
+            _threads_users -= 1
+            if _threads_users == 0:
+                torch.set_num_threads(_threads_saved)
+
+
+def device_is_cpu(model: Any) -> bool:
+    """Whether ``model`` runs on the CPU (what it reports as its device)."""
+    return str(getattr(model, "device", "cpu")).startswith("cpu")
+
+
 class AgentInference:
-    """Greedy turn-by-turn generation with a local causal LM.
+    """Turn-by-turn generation with a local causal LM: greedy, or sampled with a seed.
 
     Args:
         model: a ``transformers`` causal LM.
@@ -69,6 +115,9 @@ class AgentInference:
         tools: OpenAI function schemas shown to the model (the ones it was trained with).
         system_prompt: default system prompt of the agents it creates.
         max_new_tokens: generation limit per turn.
+        temperature: 0 decodes greedily; above 0 samples at this temperature (what collection
+            with k attempts per task needs: the attempts differ).
+        top_p: nucleus sampling mass when sampling.
     """
 
     def __init__(
@@ -79,10 +128,20 @@ class AgentInference:
         tools: list[dict[str, Any]] | None = None,
         system_prompt: str | None = None,
         max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
     ):
         if max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be positive, got {max_new_tokens}")
+        if temperature < 0:
+            raise ConfigError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
+        if not 0 < top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1], got {top_p}")
+        self.temperature = temperature
+        self.top_p = top_p
         self.model = model
+        n_params = sum(p.numel() for p in model.parameters()) if hasattr(model, "parameters") else 0
+        self._small = device_is_cpu(model) and n_params < SMALL_MODEL_PARAMS
         self.tokenizer = tokenizer
         self.tools = tools
         self.system_prompt = system_prompt
@@ -103,6 +162,8 @@ class AgentInference:
         max_new_tokens: int = 256,
         device: str | None = None,
         dtype: Any = None,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
     ) -> AgentInference:
         """Load a checkpoint folder; its tools and system prompt come from :data:`MARKER_FILE`."""
         from transformers import AutoModelForCausalLM
@@ -125,12 +186,22 @@ class AgentInference:
             tools=marker.get("tools"),
             system_prompt=marker.get("system_prompt"),
             max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
         )
 
     def generate(
-        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        seed: int | None = None,
     ) -> str:
-        """The model's next assistant turn for ``messages`` (greedy), decoded with special tokens."""
+        """The model's next assistant turn for ``messages``, decoded with special tokens.
+
+        Greedy when ``temperature`` is 0; otherwise sampled, with the torch RNG seeded from
+        ``seed`` (default 0) right before generating, so a turn is reproducible.
+        """
         import torch
 
         enc = self.tokenizer.apply_chat_template(
@@ -141,15 +212,26 @@ class AgentInference:
             return_tensors="pt",
         )
         enc = {k: v.to(self.model.device) for k, v in enc.items()}
-        with torch.inference_mode():
-            out = self.model.generate(
-                **enc,
-                max_new_tokens=self.max_new_tokens,
-                do_sample=False,
-                eos_token_id=self._eos,
-                pad_token_id=self._pad,
-            )
+        kwargs: dict[str, Any] = {"do_sample": False}
+        if self.temperature > 0:
+            kwargs = {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
+        with torch.inference_mode(), _one_thread() if self._small else nullcontext():
+            if self.temperature > 0:
+                with _SAMPLING_LOCK:
+                    torch.manual_seed(seed or 0)
+                    out = self._generate(enc, kwargs)
+            else:
+                out = self._generate(enc, kwargs)
         return self.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=False)
+
+    def _generate(self, enc: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+        return self.model.generate(
+            **enc,
+            max_new_tokens=self.max_new_tokens,
+            eos_token_id=self._eos,
+            pad_token_id=self._pad,
+            **kwargs,
+        )
 
     def create_agent(
         self,
@@ -158,6 +240,7 @@ class AgentInference:
         tools: list[dict[str, Any]] | None = None,
         text_tool: str | None = None,
         name: str = "local-model",
+        seed: int = 0,
     ) -> ModelAgent:
         """An :class:`Agent` driven by this model.
 
@@ -167,6 +250,9 @@ class AgentInference:
             text_tool: tool that plain-text answers are sent to (see
                 :func:`~knowlyr.agents.action_format.parse_action_text`).
             name: the agent's name on trajectories.
+            seed: when sampling, turn ``t`` of the agent's ``e``-th episode is sampled with a
+                seed derived from (``seed``, ``e``, ``t``): episodes are reproducible and
+                repeated attempts at one task differ.
         """
         return ModelAgent(
             self,
@@ -174,6 +260,7 @@ class AgentInference:
             tools=tools if tools is not None else self.tools,
             text_tool=text_tool,
             name=name,
+            seed=seed,
         )
 
 
@@ -188,8 +275,11 @@ class ModelAgent(Agent):
         tools: list[dict[str, Any]] | None,
         text_tool: str | None = None,
         name: str = "local-model",
+        seed: int = 0,
     ):
         self.inference = inference
+        self.seed = seed
+        self._episode = -1
         self.system_prompt = system_prompt
         self.tools = tools
         self.text_tool = text_tool
@@ -203,6 +293,7 @@ class ModelAgent(Agent):
         self._last_tool: str | None = None
 
     def reset(self, info: dict[str, Any] | None = None) -> None:
+        self._episode += 1
         self.messages = []
         self.last_text = ""
         self._last_tool = None
@@ -222,7 +313,8 @@ class ModelAgent(Agent):
             self.messages.append(
                 {"role": "tool", "name": self._last_tool or "", "content": observation}
             )
-        self.last_text = self.inference.generate(self.messages, tools=self.tools)
+        turn_seed = (self.seed * 1_000_003 + self._episode * 1_009 + len(self.messages)) % 2**63
+        self.last_text = self.inference.generate(self.messages, tools=self.tools, seed=turn_seed)
         action = parse_action_text(self.last_text, text_tool=self.text_tool)
         if action["tool"] == INVALID_ACTION_TOOL:
             self.messages.append({"role": "assistant", "content": action["params"]["raw"]})

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = ["agent_factory"]
 
 
-def agent_factory(agent: str, *, seed: int = 0) -> Callable[[], Any]:
+def agent_factory(
+    agent: str, *, seed: int = 0, temperature: float = 0.0, max_new_tokens: int = 96
+) -> Callable[[], Any]:
     """A zero-argument factory for the policy named by ``agent``.
 
     Args:
@@ -20,7 +23,10 @@ def agent_factory(agent: str, *, seed: int = 0) -> Callable[[], Any]:
             ``http://host:8000/v1``) or ``anthropic:<model>[@<base_url>]``
             (:class:`~knowlyr.agents.AnthropicAgent`; the server also from
             ``ANTHROPIC_BASE_URL``).
-        seed: the seed of the noisy / random agents.
+        seed: the seed of the noisy / random agents, and of a sampling checkpoint.
+        temperature: a checkpoint's sampling temperature (0: greedy; collection with several
+            attempts per task samples, e.g. 1.0).
+        max_new_tokens: a checkpoint's generation limit per turn.
 
     Raises:
         ValueError: ``agent`` names none of these.
@@ -49,7 +55,15 @@ def agent_factory(agent: str, *, seed: int = 0) -> Callable[[], Any]:
     if kind == "checkpoint" and arg:
         from knowlyr.agents.inference import AgentInference
 
-        return lambda: AgentInference.from_pretrained(arg, max_new_tokens=96).create_agent()
+        def model_agent() -> Any:
+            bridge = AgentInference.from_pretrained(
+                arg, max_new_tokens=max_new_tokens, temperature=temperature
+            )
+            folder = Path(arg)
+            name = folder.parent.name if folder.name == "final" else folder.name
+            return bridge.create_agent(name=f"checkpoint:{name}", seed=seed)
+
+        return model_agent
     if kind in ("openai", "anthropic") and arg:
         from knowlyr.agents.api import split_base_url
 

@@ -84,3 +84,59 @@ def test_agent_history_resets_every_episode_and_uses_the_saved_prompt(tmp_path):
     agent.act("Where is order BBBBB?", {})
     assert [m["role"] for m in agent.messages] == ["system", "user", "assistant"]
     assert agent.messages[1]["content"] == "Where is order BBBBB?"
+
+
+def _texts(agent, episodes=3):
+    out = []
+    for _ in range(episodes):
+        agent.reset({"task": {"instruction": "What is the status of order K1Z9Q?"}})
+        agent.act("What is the status of order K1Z9Q?", {})
+        out.append(agent.last_text)
+    return out
+
+
+def test_sampling_is_seeded_per_episode_and_greedy_at_temperature_zero(tmp_path):
+    import pytest
+
+    from knowlyr.errors import ConfigError
+
+    ds = export_sft(_trajs(), system_prompt="S").dataset
+    model, tok = build_tiny_model_for(ds, seed=0)  # untrained: a flat, varied distribution
+    save_model(model, tok, tmp_path / "m")
+    sampled = AgentInference.from_pretrained(tmp_path / "m", max_new_tokens=8, temperature=1.0)
+    a = _texts(sampled.create_agent(seed=1))
+    # the same seed gives the same episodes; attempts at one task differ; another seed differs
+    assert a == _texts(sampled.create_agent(seed=1))
+    assert len(set(a)) == 3
+    assert _texts(sampled.create_agent(seed=2)) != a
+    greedy = AgentInference.from_pretrained(tmp_path / "m", max_new_tokens=8)
+    g = _texts(greedy.create_agent(seed=1))
+    assert len(set(g)) == 1 and g == _texts(greedy.create_agent(seed=2))
+    with pytest.raises(ConfigError, match="temperature"):
+        AgentInference.from_pretrained(tmp_path / "m", temperature=-1)
+
+
+def test_a_tiny_model_decodes_on_one_thread_and_restores_the_setting(tmp_path):
+    import torch
+
+    from knowlyr.agents import inference
+
+    ds = export_sft(_trajs(), system_prompt="S").dataset
+    model, tok = build_tiny_model_for(ds, seed=0)
+    bridge = AgentInference(model, tok, max_new_tokens=4)
+    seen = []
+    forward = model.forward
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return forward(*args, **kwargs)
+
+    model.forward = spy
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        bridge.generate([{"role": "user", "content": "hi"}])
+        assert seen and set(seen) == {1}
+        assert torch.get_num_threads() == 2 and inference._threads_users == 0
+    finally:
+        torch.set_num_threads(before)
