@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from knowlyr._threads import one_thread, small_cpu_model
 from knowlyr.agents.action_format import (
     INVALID_ACTION_TOOL,
     action_to_message,
@@ -67,44 +67,6 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Any:
 #: across threads, so a sampled episode depends only on its seed.
 _SAMPLING_LOCK = threading.Lock()
 
-#: Models below this many parameters decode on one CPU thread (see :func:`_one_thread`).
-SMALL_MODEL_PARAMS = 20_000_000
-_threads_lock = threading.Lock()
-_threads_users = 0
-_threads_saved = 0
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """torch on one intra-op thread while the block runs (process-wide; nested and concurrent
-    users share one save / restore).
-
-    A tiny model's per-token matrix products are too small to split across cores: the split
-    only adds synchronisation, and threads decoding at once oversubscribe the cores. On this
-    project's 2-core machine ten advisory episodes of a 2x128 model took 21.2 s with torch's 2
-    threads and 3.6 s with 1, while other work ran.
-    """
-    import torch
-
-    global _threads_users, _threads_saved
-    with _threads_lock:
-        if _threads_users == 0:
-            _threads_saved = torch.get_num_threads()
-            torch.set_num_threads(1)
-        _threads_users += 1
-    try:
-        yield
-    finally:
-        with _threads_lock:
-            _threads_users -= 1
-            if _threads_users == 0:
-                torch.set_num_threads(_threads_saved)
-
-
-def device_is_cpu(model: Any) -> bool:
-    """Whether ``model`` runs on the CPU (what it reports as its device)."""
-    return str(getattr(model, "device", "cpu")).startswith("cpu")
-
 
 class AgentInference:
     """Turn-by-turn generation with a local causal LM: greedy, or sampled with a seed.
@@ -140,8 +102,7 @@ class AgentInference:
         self.temperature = temperature
         self.top_p = top_p
         self.model = model
-        n_params = sum(p.numel() for p in model.parameters()) if hasattr(model, "parameters") else 0
-        self._small = device_is_cpu(model) and n_params < SMALL_MODEL_PARAMS
+        self._small = small_cpu_model(model)
         self.tokenizer = tokenizer
         self.tools = tools
         self.system_prompt = system_prompt
@@ -215,7 +176,7 @@ class AgentInference:
         kwargs: dict[str, Any] = {"do_sample": False}
         if self.temperature > 0:
             kwargs = {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
-        with torch.inference_mode(), _one_thread() if self._small else nullcontext():
+        with torch.inference_mode(), one_thread() if self._small else nullcontext():
             if self.temperature > 0:
                 with _SAMPLING_LOCK:
                     torch.manual_seed(seed or 0)

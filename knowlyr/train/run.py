@@ -94,12 +94,18 @@ def _finish(trainer: Any, dataset: Any, output_dir: str, started: float, out: An
 def _train(
     trainer_cls: Any, dataset: Any, model: Any, tokenizer: Any, config: Any, kwargs: dict[str, Any]
 ) -> TrainResult:
+    from contextlib import nullcontext
+
+    from knowlyr._threads import one_thread, small_cpu_model
+
     started = time.perf_counter()
     trainer = trainer_cls(
         model=model, args=config, train_dataset=dataset, processing_class=tokenizer, **kwargs
     )
-    out = trainer.train()
-    return _finish(trainer, dataset, config.output_dir, started, out)
+    # a tiny model trains ~3x faster on one CPU thread (see knowlyr._threads)
+    with one_thread() if small_cpu_model(trainer.model) else nullcontext():
+        out = trainer.train()
+        return _finish(trainer, dataset, config.output_dir, started, out)
 
 
 def train_sft(

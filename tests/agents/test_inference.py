@@ -119,7 +119,7 @@ def test_sampling_is_seeded_per_episode_and_greedy_at_temperature_zero(tmp_path)
 def test_a_tiny_model_decodes_on_one_thread_and_restores_the_setting(tmp_path):
     import torch
 
-    from knowlyr.agents import inference
+    from knowlyr import _threads
 
     ds = export_sft(_trajs(), system_prompt="S").dataset
     model, tok = build_tiny_model_for(ds, seed=0)
@@ -137,6 +137,6 @@ def test_a_tiny_model_decodes_on_one_thread_and_restores_the_setting(tmp_path):
     try:
         bridge.generate([{"role": "user", "content": "hi"}])
         assert seen and set(seen) == {1}
-        assert torch.get_num_threads() == 2 and inference._threads_users == 0
+        assert torch.get_num_threads() == 2 and _threads._users == 0
     finally:
         torch.set_num_threads(before)
