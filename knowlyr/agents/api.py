@@ -20,6 +20,11 @@ format (build a request, read a reply, shape tool results); this module owns the
   that was asked to call tools and answered in prose made a format error, and the trajectory
   says so (the reward's ``valid_format`` rule counts it). Pass ``text_tool="respond"`` to send
   non-empty plain text to that tool as ``{"text": ...}`` instead.
+- **A reply the server could not parse** is also such a reply, not a failed call: a
+  subclass recognises the error (``transformers serve`` answers HTTP 500 when the model's tool
+  call is not valid JSON, see :class:`~knowlyr.agents.openai_agent.OpenAIAgent`), the step is
+  an invalid action with that reason, and the model is asked again with the correction. It is
+  not retried: greedy decoding would fail the same way.
 - **Retries.** A call that fails with 408/409/425/429, a 5xx, a timeout or a lost connection
   is retried up to ``max_attempts`` in all, waiting ``retry-after`` (or ``retry-after-ms``)
   when the server sends it, else an exponential backoff with jitter. Other errors (400, 401,
@@ -163,15 +168,20 @@ class ModelTurn:
     Attributes:
         text: the reply's text (the thought when it calls tools).
         calls: the tool calls, in order.
-        message: the assistant message to keep in the conversation.
+        message: the assistant message to keep in the conversation (``None``: none, e.g. the
+            server failed to parse the reply and its text is lost).
         prompt_tokens / completion_tokens: usage the server reported (``None``: not reported).
+        error: why the reply is no valid call when that is known without looking at ``calls``
+            (a tool call in the text that does not parse, a reply the server could not parse);
+            the action is then an invalid action with this reason.
     """
 
     text: str
     calls: list[ToolCallRequest]
-    message: dict[str, Any]
+    message: dict[str, Any] | None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    error: str | None = None
 
 
 @dataclass
@@ -331,6 +341,11 @@ class ApiAgent(Agent):
     def _api_errors(self) -> tuple[type[BaseException], ...]:
         """The SDK's exception classes for failed calls."""
 
+    def _unparsed_reply(self, exc: BaseException) -> str | None:
+        """Why ``exc`` means the server could not parse the model's reply (``None``: it does
+        not). Such an error is the model's invalid reply, not a failed call: not retried."""
+        return None
+
     # -- episode -------------------------------------------------------------------------------
 
     def reset(self, info: dict[str, Any] | None = None) -> None:
@@ -370,10 +385,11 @@ class ApiAgent(Agent):
             return self._call_action(call, thought)
         self._flush()
         turn = self._call_model()
-        self.messages.append(turn.message)
+        if turn.message is not None:
+            self.messages.append(turn.message)
         usage = self._usage(turn)
         if not turn.calls:
-            action = self._text_action(turn.text)
+            action = self._text_action(turn.text, turn.error)
         else:
             self._queue.extend((c, "") for c in turn.calls[1:])
             action = self._call_action(turn.calls[0], turn.text.strip())
@@ -412,12 +428,13 @@ class ApiAgent(Agent):
     def _how_to_call(self) -> str:
         return f"Reply with a call to one of the tools: {', '.join(self._tool_names)}."
 
-    def _text_action(self, text: str) -> Action:
+    def _text_action(self, text: str, error: str | None = None) -> Action:
         bare = text.strip()
-        if self.text_tool is not None and bare:
+        if self.text_tool is not None and bare and error is None:
             self._pending = _Pending(None, self.text_tool)
             return {"tool": self.text_tool, "params": {"text": bare}, "thought": ""}
-        error = "the reply holds no tool call" if bare else "the reply is empty"
+        if error is None:
+            error = "the reply holds no tool call" if bare else "the reply is empty"
         self._pending = _Pending(None, INVALID_ACTION_TOOL, error=error)
         return {"tool": INVALID_ACTION_TOOL, "params": {"raw": bare, "error": error}, "thought": ""}
 
@@ -468,6 +485,9 @@ class ApiAgent(Agent):
             try:
                 return self._request(self._system, self.messages)
             except errors as e:
+                unparsed = self._unparsed_reply(e)
+                if unparsed is not None:
+                    return ModelTurn(text="", calls=[], message=None, error=unparsed)
                 last = attempt + 1 == self.max_attempts
                 if not _retryable(e) or last:
                     why = "no attempt left" if last and _retryable(e) else "not retryable"

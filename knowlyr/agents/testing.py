@@ -45,6 +45,8 @@ class ModelReply:
         delay: seconds to wait before answering (on top of the server latency).
         headers: extra response headers (e.g. ``retry-after``).
         input_tokens / output_tokens: the usage the answer reports.
+        body: sent verbatim as ``text/plain`` instead of the JSON answer (e.g. a body that is
+            not the wire format, or :meth:`unparsed`'s).
     """
 
     status: int = 200
@@ -54,6 +56,7 @@ class ModelReply:
     headers: dict[str, str] = field(default_factory=dict)
     input_tokens: int = 120
     output_tokens: int = 40
+    body: str | None = None
 
     @classmethod
     def call(cls, name: str, arguments: Any = None, *, text: str = "", **kw: Any) -> ModelReply:
@@ -74,6 +77,12 @@ class ModelReply:
     def server_error(cls, status: int = 500, **kw: Any) -> ModelReply:
         """An HTTP error (5xx by default)."""
         return cls(status=status, **kw)
+
+    @classmethod
+    def unparsed(cls, **kw: Any) -> ModelReply:
+        """What ``transformers serve`` answers when it cannot parse the model's tool call: HTTP
+        500 with Starlette's plain-text body ``Internal Server Error``."""
+        return cls(status=500, body="Internal Server Error", **kw)
 
     @classmethod
     def slow(cls, seconds: float, reply: ModelReply | None = None) -> ModelReply:
@@ -164,11 +173,27 @@ class _ModelHandler(_Handler):
                 time.sleep(wait)
         finally:
             owner._leave()
+        if reply.body is not None:
+            self._send_text(reply.status, reply.body, reply.headers)
+            return
         if reply.status != 200:
             self._send(reply.status, _error_body(api, reply.status), reply.headers)
             return
         model = body.get("model", "test-model")
         self._send(200, _payload(api, n, model, reply), reply.headers)
+
+    def _send_text(self, status: int, text: str, headers: dict[str, str]) -> None:
+        data = text.encode()
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "text/plain; charset=utf-8")
+            self.send_header("content-length", str(len(data)))
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
 
 def _payload(api: str, n: int, model: str, reply: ModelReply) -> dict[str, Any]:

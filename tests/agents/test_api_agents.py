@@ -383,3 +383,92 @@ def test_the_collect_flows_task_takes_an_api_agent_spec(fresh, tmp_path):
     staged = collect_episodes.fn(str(tmp_path / "store"), ENV, spec, [TASK], 2, 0)
     assert (staged.episodes, staged.successes, staged.agent) == (2, 2, spec)
     assert Store.open(staged.store).has_blob(staged.blob) and len(fresh.requests) == 4
+
+
+# -- OpenAI-compatible servers: transformers serve's habits, servers without a tool parser ------
+
+
+def test_a_tool_call_the_server_cannot_parse_is_an_invalid_action_not_a_retry(fresh):
+    # transformers serve answers a malformed <tool_call> with a plain-text HTTP 500
+    fresh.script(ModelReply.unparsed())
+    [t] = _run(fresh, "openai", tasks=[TASK])
+    assert [s.tool for s in t.steps] == [INVALID_ACTION_TOOL, "query_stats", "respond"]
+    assert t.outcome.success is True and len(fresh.requests) == 3  # asked again, not retried
+    error = t.steps[0].action.params["error"]
+    assert error.startswith("the server could not parse the reply (HTTP 500")
+    assert t.steps[0].observation.exit_code != 0 and t.steps[0].usage is None
+    # the text is lost: no assistant turn for it, the model is told what happened
+    assert [role for role, _ in fresh.view(1).messages] == ["system", "user", "user"]
+    assert fresh.view(1).messages[-1][1].startswith(f"Error: {error}. Reply with a call")
+
+
+def test_other_server_errors_are_still_retried(fresh):
+    fresh.script(
+        ModelReply(status=503, body="Service Unavailable"),
+        ModelReply.server_error(500),  # a JSON error body: the server's own fault
+        ModelReply.rate_limited(retry_after=0.2),
+    )
+    [t] = _run(fresh, "openai", tasks=[TASK])
+    assert [s.tool for s in t.steps] == ["query_stats", "respond"] and t.outcome.success is True
+    assert len(fresh.requests) == 5 and fresh.arrivals[3] - fresh.arrivals[2] >= 0.2
+
+
+def test_a_tool_call_written_as_text_is_parsed(fresh):
+    # a server without a tool parser returns the model's <tool_call> block as plain content
+    fresh.script(
+        ModelReply.say(
+            'Look up D62H0.\n<tool_call>\n{"name": "query_stats", "arguments": '
+            '{"order_id": "D62H0"}}\n</tool_call>'
+        ),
+        ModelReply.say('<tool_call>\n{"name": "respond", "arguments": {"text": "pending"\n'),
+    )
+    [t] = _run(fresh, "openai", tasks=[TASK], text_tool="respond")
+    assert [s.tool for s in t.steps] == ["query_stats", INVALID_ACTION_TOOL, "respond"]
+    assert t.steps[0].action.params == {"order_id": "D62H0"}
+    assert t.steps[0].thought == "Look up D62H0." and t.steps[0].action.call_id == "call_1_0"
+    # a broken call is an invalid action even with text_tool, with the parser's reason
+    assert t.steps[1].action.params["error"].startswith("tool call is not valid JSON")
+    assert t.outcome.success is True
+    # the reply goes back as the text the model wrote, answered by a tool message
+    *_, assistant, tool = fresh.requests[1][1]["messages"]
+    assert assistant == {"role": "assistant", "content": fresh.view(1).messages[2][1]}
+    assert assistant["content"].startswith("Look up D62H0.\n<tool_call>")
+    assert tool["role"] == "tool" and tool["tool_call_id"] == "call_1_0"
+
+
+def _checkpoint_folder(path, system_prompt):
+    tools = [
+        {"type": "function", "function": {"name": name, "parameters": {"type": "object",
+         "properties": {arg: {"type": "string"}}}}}
+        for name, arg in (("query_stats", "order_id"), ("respond", "text"))
+    ]  # fmt: skip
+    path.mkdir()
+    marker = {"tools": tools, "system_prompt": system_prompt}
+    (path / "knowlyr_model.json").write_text(json.dumps(marker), encoding="utf-8")
+    return str(path)
+
+
+def test_a_served_knowlyr_checkpoint_is_prompted_as_it_was_trained(fresh, tmp_path):
+    model = _checkpoint_folder(tmp_path / "ckpt", "You answer questions about orders.")
+    [t] = collect(ENV, agent_factory(f"openai:{model}@{fresh.openai_url}"), 1, tasks=[TASK])
+    assert [s.tool for s in t.steps] == ["query_stats", "respond"] and t.outcome.success is True
+    first, second = fresh.view(0), fresh.view(1)
+    # its saved system prompt and tools, not the env's
+    assert first.messages[0] == ("system", "You answer questions about orders.")
+    assert first.tools == ["query_stats", "respond"]
+    # its past call goes back as the text it generated, thought included (transformers serve
+    # drops the content of an assistant message that has tool_calls)
+    assistant = fresh.requests[1][1]["messages"][2]
+    assert assistant == {
+        "role": "assistant",
+        "content": 'Look up order D62H0.\n<tool_call>\n{"name": "query_stats", "arguments": '
+        '{"order_id": "D62H0"}}\n</tool_call>',
+    }
+    assert second.tool_results == [t.steps[0].observation.output]
+    # trained without a system prompt: none is sent; calls_as_text=False keeps tool_calls
+    fresh.clear()
+    bare = _checkpoint_folder(tmp_path / "bare", None)
+    [t] = _run(fresh, "openai", model=bare, tasks=[TASK], calls_as_text=False)
+    assert t.outcome.success is True
+    assert [m["role"] for m in fresh.requests[1][1]["messages"]] == ["user", "assistant", "tool"]
+    assert fresh.requests[1][1]["messages"][1]["tool_calls"][0]["id"] == "call_0000_0"
