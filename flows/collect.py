@@ -1,4 +1,10 @@
-"""``collect``: sample tasks -> rollout in the env (fanned out) -> record -> dedup -> reward."""
+"""``collect``: sample tasks -> rollout in the envs (fanned out) -> record -> dedup.
+
+One collect draws from one task source (an env, its suite and optionally a family) or from a
+mix of them (:attr:`CollectParams.mix`), with ``attempts`` episodes per task: a sampling policy
+(``temperature`` > 0) tries each task several times, which is what rejection sampling and
+preference pairs are built from.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,18 @@ from flows._common import resolve_store, run_namer
 from knowlyr.store import Manifest
 from tasks.collect import TaskSample, collect_episodes, dedup_trajectories, sample_tasks
 
-__all__ = ["CollectParams", "CollectReport", "collect", "run_collect"]
+__all__ = ["CollectParams", "CollectReport", "TaskSource", "collect", "run_collect"]
+
+
+class TaskSource(BaseModel):
+    """Where tasks come from: an environment, its task suite and optionally one family."""
+
+    env_id: str = Field(..., description="registered environment id")
+    suite: str = Field(..., description="task suite of that environment")
+    family: str | None = Field(None, description="task family (None: all families)")
+
+    def __str__(self) -> str:
+        return f"{self.suite}/{self.family}" if self.family else self.suite
 
 
 class CollectParams(BaseModel):
@@ -21,61 +38,111 @@ class CollectParams(BaseModel):
     suite: str = Field("conversation", description="task suite the episodes are drawn from")
     family: str | None = Field("order_status", description="task family (None: all families)")
     split: Literal["train", "heldout"] | None = Field("train", description="task split")
+    mix: list[TaskSource] = Field(
+        default_factory=list,
+        description="several task sources, episodes split evenly (non-empty: replaces "
+        "env_id / suite / family)",
+    )
     agent: str = Field(
         "expert",
         description="expert | noisy[:p] | random | checkpoint:<path> | openai:<model>[@<base_url>]"
-        " | anthropic:<model> (see knowlyr.agents.spec.agent_factory)",
+        " | anthropic:<model> (see knowlyr.agents.spec.agent_factory) | champion (the store's "
+        "last promoted checkpoint)",
     )
-    episodes: int = Field(64, gt=0, description="episodes to run (one per sampled task)")
+    episodes: int = Field(64, gt=0, description="episodes to run (attempts x sampled tasks)")
+    attempts: int = Field(1, ge=1, description="episodes per sampled task (k attempts)")
+    temperature: float = Field(
+        0.0, ge=0, description="a checkpoint's sampling temperature (0: greedy)"
+    )
     shards: int = Field(2, gt=0, description="rollout tasks fanned out through the task runner")
     seed: int = Field(0, description="task sampling and episode seed")
     max_steps: int | None = Field(None, gt=0, description="step limit (default: the env's)")
     store_url: str | None = Field(None, description="store root (default .knowlyr/store)")
+
+    def sources(self) -> list[TaskSource]:
+        """The task sources: :attr:`mix`, or the one of ``env_id`` / ``suite`` / ``family``."""
+        return self.mix or [TaskSource(env_id=self.env_id, suite=self.suite, family=self.family)]
 
 
 class CollectReport(BaseModel):
     """What a collect did: the task sample, episodes and the trajectories version."""
 
     store_url: str
-    sample: TaskSample
+    samples: list[TaskSample]
     episodes: int
     successes: int
     trajectories: Manifest
 
 
 def run_collect(p: CollectParams, store_url: str) -> CollectReport:
-    """The collect stages, submitted from the calling flow (``collect`` or ``iterate``)."""
-    sample = sample_tasks(p.suite, p.episodes, p.seed, split=p.split, family=p.family)
-    ids = sample.task_ids
-    size = -(-len(ids) // p.shards)
-    shards = [ids[i : i + size] for i in range(0, len(ids), size)]
-    futures = [
-        collect_episodes.submit(
-            store_url,
-            p.env_id,
-            p.agent,
-            chunk,
-            len(chunk),
-            p.seed + i * size,
-            shard=i,
-            max_steps=p.max_steps,
-        )
-        for i, chunk in enumerate(shards)
-    ]
+    """The collect stages, submitted from the calling flow (``collect`` or ``iterate``).
+
+    ``p.episodes // p.attempts`` tasks are drawn, split evenly over the task sources; each
+    runs ``attempts`` times in a row (episode seeds differ, so a sampling policy's attempts
+    differ). Each source's episodes are cut into ``p.shards`` rollout tasks.
+    """
+    agent = resolve_agent(p.agent, store_url)
+    sources = p.sources()
+    n_tasks = max(1, p.episodes // p.attempts)
+    samples, futures = [], []
+    for j, src in enumerate(sources):
+        n = n_tasks // len(sources) + (j < n_tasks % len(sources))
+        if n == 0:
+            continue
+        sample = sample_tasks(src.suite, n, p.seed + j, split=p.split, family=src.family)
+        samples.append(sample)
+        ids = [tid for tid in sample.task_ids for _ in range(p.attempts)]
+        size = -(-len(ids) // p.shards)
+        for i in range(0, len(ids), size):
+            futures.append(
+                collect_episodes.submit(
+                    store_url,
+                    src.env_id,
+                    agent,
+                    ids[i : i + size],
+                    len(ids[i : i + size]),
+                    p.seed + 100_000 * j + i,
+                    shard=len(futures),
+                    max_steps=p.max_steps,
+                    temperature=p.temperature,
+                )
+            )
     manifest = dedup_trajectories(store_url, futures, stage="collect", n_shards=len(futures))
     staged = [f.result() for f in futures]
     return CollectReport(
         store_url=store_url,
-        sample=sample,
+        samples=samples,
         episodes=sum(s.episodes for s in staged),
         successes=sum(s.successes for s in staged),
         trajectories=manifest,
     )
 
 
+def resolve_agent(agent: str, store_url: str) -> str:
+    """``agent``, with ``champion`` replaced by ``checkpoint:<folder>`` of the store's last
+    promoted checkpoint.
+
+    Raises:
+        ValueError: ``champion`` and nothing was promoted in the store yet.
+    """
+    if agent != "champion":
+        return agent
+    from tasks.evaluate import current_champion
+    from tasks.train import checkpoint_path
+
+    champ = current_champion(store_url)
+    if champ is None:
+        raise ValueError(
+            f"agent 'champion': no checkpoint was promoted in {store_url} yet; run iterate "
+            "(its first night trains the warm-up policy) or pass checkpoint:<folder>"
+        )
+    return f"checkpoint:{checkpoint_path(champ)}"
+
+
 def _describe(p) -> str:
     get = p.get if isinstance(p, dict) else lambda k, d=None: getattr(p, k, d)
-    return f"{get('env_id', 'knowlyr/conversation')}-{get('episodes', 64)}ep"
+    where = "mix" if get("mix") else get("env_id", "knowlyr/conversation")
+    return f"{where}-{get('episodes', 64)}ep"
 
 
 @flow(name="collect", flow_run_name=run_namer("collect", _describe))

@@ -6,8 +6,16 @@ from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
 from flows._common import resolve_store, run_namer
+from flows.collect import TaskSource
 from tasks.collect import sample_tasks
-from tasks.evaluate import ComparisonSummary, compare_policies, current_champion, evaluate_policy
+from tasks.evaluate import (
+    ComparisonSummary,
+    EvalSummary,
+    compare_policies,
+    current_champion,
+    evaluate_policy,
+    merge_summaries,
+)
 from tasks.train import Checkpoint
 
 __all__ = ["EvalParams", "EvaluateParams", "evaluate", "run_evaluation"]
@@ -24,32 +32,49 @@ class EvalParams(BaseModel):
     min_improvement: float = Field(0.0, ge=0, description="success-rate gain needed to promote")
 
 
+def evaluate_on(
+    policies: dict[str, Checkpoint], sources: list[TaskSource], p: EvalParams
+) -> list[EvalSummary]:
+    """Each policy greedily on the same held-out tasks: ``p.episodes`` split evenly over the
+    task sources, one evaluation task run per policy and source (fanned out)."""
+    runs: dict[str, list] = {name: [] for name in policies}
+    for j, src in enumerate(sources):
+        n = p.episodes // len(sources) + (j < p.episodes % len(sources))
+        if n == 0:
+            continue
+        heldout = sample_tasks(src.suite, n, p.seed + j, split="heldout", family=src.family)
+        for name, ckpt in policies.items():
+            runs[name].append(
+                evaluate_policy.submit(
+                    name, ckpt, heldout, src.env_id, n, p.seed + j,
+                    max_steps=p.max_steps, max_new_tokens=p.max_new_tokens,
+                )
+            )  # fmt: skip
+    if len(sources) == 1:
+        return [f for fs in runs.values() for f in fs]  # futures: the comparison waits on them
+    return [merge_summaries(name, [f.result() for f in fs]) for name, fs in runs.items()]
+
+
 def run_evaluation(
     store_url: str,
     p: EvalParams,
     *,
-    env_id: str,
-    suite: str,
-    family: str | None,
+    sources: list[TaskSource],
     init: Checkpoint,
     candidate: Checkpoint,
 ) -> ComparisonSummary:
-    """Evaluate the untrained init, the candidate and the current champion (fanned out), then
-    compare against the champion (or the untrained model when there is none yet)."""
-    heldout = sample_tasks(suite, p.episodes, p.seed, split="heldout", family=family)
+    """Evaluate the initial policy, the candidate and the current champion on held-out tasks
+    (fanned out), then compare against the champion (or the untrained model when there is
+    none yet). An init that is the champion (a night that trains on from it) runs once."""
     champion = current_champion(store_url, excluding=candidate.blob)
-    policies = {"untrained": init, "candidate": candidate}
+    policies = {"candidate": candidate}
+    if champion is None or champion.blob != init.blob:
+        policies["untrained" if not init.trained else "init"] = init
     if champion is not None:
         policies["champion"] = champion
-    futures = [
-        evaluate_policy.submit(
-            name, ckpt, heldout, env_id, p.episodes, p.seed,
-            max_steps=p.max_steps, max_new_tokens=p.max_new_tokens,
-        )
-        for name, ckpt in policies.items()
-    ]  # fmt: skip
     baseline = "champion" if champion is not None else "untrained"
-    return compare_policies(store_url, futures, "candidate", baseline, alpha=p.alpha)
+    evals = evaluate_on(policies, sources, p)
+    return compare_policies(store_url, evals, "candidate", baseline, alpha=p.alpha)
 
 
 class EvaluateParams(BaseModel):
@@ -60,6 +85,9 @@ class EvaluateParams(BaseModel):
     env_id: str = Field("knowlyr/conversation")
     suite: str = Field("conversation")
     family: str | None = Field("order_status")
+    mix: list[TaskSource] = Field(
+        default_factory=list, description="several task sources (replaces env_id/suite/family)"
+    )
     store_url: str | None = Field(None, description="store root (default .knowlyr/store)")
     evaluate: EvalParams = Field(default_factory=EvalParams)
 
@@ -76,7 +104,9 @@ def evaluate(params: EvaluateParams) -> ComparisonSummary:
 
     store_url = resolve_store(params.store_url)
     p = params.evaluate
-    heldout = sample_tasks(params.suite, p.episodes, p.seed, split="heldout", family=params.family)
+    sources = params.mix or [
+        TaskSource(env_id=params.env_id, suite=params.suite, family=params.family)
+    ]
     cand = register_checkpoint(store_url, params.candidate)
     base = (
         register_checkpoint(store_url, params.baseline)
@@ -87,12 +117,8 @@ def evaluate(params: EvaluateParams) -> ComparisonSummary:
         raise ValueError(
             "no baseline: pass params.baseline (a checkpoint folder) or promote one first"
         )
-    futures = [
-        evaluate_policy.submit(name, ckpt, heldout, params.env_id, p.episodes, p.seed,
-                               max_steps=p.max_steps, max_new_tokens=p.max_new_tokens)
-        for name, ckpt in (("candidate", cand), ("baseline", base))
-    ]  # fmt: skip
-    summary = compare_policies(store_url, futures, "candidate", "baseline", alpha=p.alpha)
+    evals = evaluate_on({"candidate": cand, "baseline": base}, sources, p)
+    summary = compare_policies(store_url, evals, "candidate", "baseline", alpha=p.alpha)
     c = summary.of("candidate")
     get_run_logger().info(
         f"held-out success: baseline {c['baseline_success_rate']:.1%} -> candidate "

@@ -1,9 +1,23 @@
 """``iterate``: the nightly loop collect -> reward -> export -> train -> evaluate -> promote.
 
-Run once on embedded defaults (Prefect's ephemeral API, a local store, the local
-conversation env and a tiny model trained from scratch)::
+The loop learns from its own rollouts:
 
-    python -m flows.iterate            # prints held-out success before/after and where things are
+- **The first night** (no promoted checkpoint in the store) is the warm-up: a few expert
+  demonstrations (:class:`WarmupParams`, e.g. 50) train a policy from scratch by SFT. It is
+  evaluated against the untrained model and, when significantly better, promoted: the first
+  champion.
+- **Every later night** collects with the champion (the last promoted checkpoint), sampling
+  ``attempts`` episodes per task at ``temperature``; the reward model scores them; training
+  starts from the champion with :attr:`TrainParams.method`: ``sft`` on the reward-filtered
+  successes (rejection sampling), ``dpo`` on pairs from the attempts at one task, or ``grpo``
+  online in the environment. The candidate is evaluated against the champion on held-out
+  tasks and promoted only on a significant improvement. No expert data after the warm-up:
+  the loop exports only trajectories of checkpoint agents.
+
+Run once on embedded defaults (Prefect's ephemeral API, a local store)::
+
+    python -m flows.iterate            # one night of the order_status recipe (make run)
+    python -m flows.iterate --nightly  # one night of the nightly loop (the deployment's)
     python -m flows.iterate --small    # a seconds-long smoke run
 """
 
@@ -21,50 +35,123 @@ from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
 from flows._common import resolve_store, run_namer
-from flows.collect import CollectParams, CollectReport, run_collect
+from flows.collect import CollectParams, CollectReport, TaskSource, run_collect
 from flows.evaluate import EvalParams, run_evaluation
 from flows.report import iteration_report
 from flows.train import run_training
-from tasks.evaluate import ComparisonSummary, Decision, promote_checkpoint
+from tasks.evaluate import ComparisonSummary, Decision, current_champion, promote_checkpoint
 from tasks.export import DatasetRef, ExportParams, export_dataset
 from tasks.reward import RewardParams, RewardSummary, score_trajectories
 from tasks.train import Checkpoint, TrainParams
 
-__all__ = ["IterateParams", "IterateReport", "iterate", "main"]
+__all__ = [
+    "NIGHTLY_MIX",
+    "IterateParams",
+    "IterateReport",
+    "NothingToTrain",
+    "WarmupParams",
+    "iterate",
+    "main",
+]
+
+#: The nightly task mix: every conversation family, the engineering and the advisory suites.
+NIGHTLY_MIX = [
+    TaskSource(env_id="knowlyr/conversation", suite="conversation"),
+    TaskSource(env_id="knowlyr/engineering", suite="engineering"),
+    TaskSource(env_id="knowlyr/advisory", suite="advisory"),
+]
+
+#: Rollouts of trained policies are recorded as ``checkpoint:<name>``: what later nights train on.
+MODEL_AGENTS = "checkpoint:"
+
+
+class NothingToTrain(RuntimeError):
+    """A night whose export has no rows: the run fails with this reason, the champion stays."""
+
+
+class WarmupParams(BaseModel):
+    """The first night: expert demonstrations that train the first policy from scratch."""
+
+    episodes: int = Field(50, gt=0, description="expert demonstrations (one per task)")
+    agent: str = Field("expert", description="the demonstrating policy (an agent spec)")
+    train: TrainParams = Field(
+        default_factory=lambda: TrainParams(epochs=30, restarts=2),
+        description="SFT of the warm-up policy (from scratch: a tiny model or a base folder)",
+    )
 
 
 class IterateParams(BaseModel):
-    """Parameters of one iteration; every stage's parameters are a nested model."""
+    """Parameters of one night; every stage's parameters are a nested model."""
 
     store_url: str | None = Field(None, description="store root (default .knowlyr/store)")
     seed: int | None = Field(
         0, description="collection seed; null derives it from the run's scheduled date (nightly)"
     )
+    warmup: WarmupParams = Field(default_factory=WarmupParams)
     collect: CollectParams = Field(
-        default_factory=lambda: CollectParams(episodes=2000, shards=2),
-        description="which episodes to collect (its seed and store_url are the iteration's)",
-    )
+        default_factory=lambda: CollectParams(
+            mix=NIGHTLY_MIX, agent="champion", episodes=800, attempts=4, temperature=1.0,
+            max_steps=4, shards=2,
+        ),
+        description="the champion's rollouts (the task sources also scope the warm-up, the "
+        "export and the evaluation; its seed and store_url are the iteration's)",
+    )  # fmt: skip
     reward: RewardParams = Field(default_factory=RewardParams)
-    export: ExportParams = Field(default_factory=ExportParams)
-    train: TrainParams = Field(default_factory=TrainParams)
-    evaluate: EvalParams = Field(default_factory=EvalParams)
+    export: ExportParams = Field(
+        default_factory=lambda: ExportParams(suite=None, family=None),
+        description="which trajectories become the dataset (its kind is the train method's)",
+    )
+    train: TrainParams = Field(
+        default_factory=lambda: TrainParams(
+            epochs=3, learning_rate=1e-3, restarts=1, target_eval_loss=None
+        ),
+        description="training from the champion (method: sft | dpo | grpo)",
+    )
+    evaluate: EvalParams = Field(default_factory=lambda: EvalParams(episodes=150, max_steps=4))
+
+    @classmethod
+    def one_night(cls, **overrides: Any) -> IterateParams:
+        """``make run``: the order_status recipe. A fresh store's night trains on 2,000 expert
+        episodes; a night with a champion collects with it and trains on from it."""
+        source = TaskSource(
+            env_id="knowlyr/conversation", suite="conversation", family="order_status"
+        )
+        base = cls(
+            warmup=WarmupParams(episodes=2000, train=TrainParams()),
+            collect=CollectParams(
+                mix=[source], agent="champion", episodes=1000, attempts=2, temperature=1.0,
+                shards=2,
+            ),
+            export=ExportParams(suite="conversation", family="order_status"),
+            evaluate=EvalParams(),
+        )  # fmt: skip
+        return base.model_copy(update=overrides)
 
     @classmethod
     def small(cls, **overrides: Any) -> IterateParams:
         """Seconds-long parameters (tests, the CI deployment run, screenshots)."""
-        base = cls(
-            collect=CollectParams(episodes=48, shards=2),
-            train=TrainParams(epochs=1, batch_size=16, restarts=2),
-            evaluate=EvalParams(episodes=6, max_new_tokens=24, max_steps=2),
+        source = TaskSource(
+            env_id="knowlyr/conversation", suite="conversation", family="order_status"
         )
+        base = cls(
+            warmup=WarmupParams(episodes=48, train=TrainParams(epochs=1, batch_size=16, restarts=2)),
+            collect=CollectParams(
+                mix=[source], agent="champion", episodes=24, attempts=2, temperature=1.0,
+                shards=2, max_steps=3,
+            ),
+            export=ExportParams(suite="conversation", family="order_status"),
+            train=TrainParams(epochs=1, restarts=1, target_eval_loss=None),
+            evaluate=EvalParams(episodes=6, max_new_tokens=24, max_steps=2),
+        )  # fmt: skip
         return base.model_copy(update=overrides)
 
 
 class IterateReport(BaseModel):
-    """Everything one iteration produced (manifests and decisions, no data)."""
+    """Everything one night produced (manifests and decisions, no data)."""
 
     store_url: str
     seed: int
+    warmup: bool = Field(description="this night trained the warm-up policy")
     collect: CollectReport
     rewards: list[RewardSummary]
     dataset: DatasetRef
@@ -87,32 +174,58 @@ def _describe(p: Any) -> str:
     c = get("collect") or {}
     cget = c.get if isinstance(c, dict) else lambda k, d=None: getattr(c, k, d)
     seed = get("seed", 0)
-    return f"{cget('env_id', 'knowlyr/conversation')}-{cget('episodes', 2000)}ep-seed{'auto' if seed is None else seed}"
+    mix = cget("mix") or []
+    if len(mix) == 1:
+        first = mix[0]
+        where = first.get("env_id") if isinstance(first, dict) else first.env_id
+    else:
+        where = "mix" if mix else cget("env_id", "knowlyr/conversation")
+    return f"{where}-{cget('episodes', 2000)}ep-seed{'auto' if seed is None else seed}"
 
 
 @flow(name="iterate", flow_run_name=run_namer("iterate", _describe))
 def iterate(params: IterateParams = IterateParams()) -> IterateReport:
-    """One nightly iteration: collect, reward, export, train, evaluate, promote."""
+    """One night: collect with the champion (the warm-up demonstrations on the first night),
+    reward, export, train from the champion, evaluate against it, promote if better."""
     store_url = resolve_store(params.store_url)
     seed = params.seed if params.seed is not None else _nightly_seed()
-
-    collected = run_collect(params.collect.model_copy(update={"seed": seed}), store_url)
+    log = get_run_logger()
+    champion = current_champion(store_url)
+    warmup = champion is None
+    sources = params.collect.sources()
+    if warmup:
+        w = params.warmup
+        log.info(f"no champion in {store_url}: warm-up night on {w.episodes} {w.agent} episodes")
+        collect = params.collect.model_copy(
+            update={"agent": w.agent, "episodes": w.episodes, "attempts": 1, "temperature": 0.0}
+        )
+        export = params.export.model_copy(update={"kind": "sft"})
+        train, agents = w.train, w.agent
+    else:
+        log.info(f"champion {champion.name} ({champion.blob[:12]}) collects tonight")
+        collect, export = (
+            params.collect,
+            params.export.model_copy(update={"kind": params.train.method}),
+        )
+        train, agents = params.train, MODEL_AGENTS
+    collected = run_collect(collect.model_copy(update={"seed": seed}), store_url)
     trajectories = collected.trajectories.ref
     n = params.reward.shards
     rewards = [
         score_trajectories.submit(trajectories, params.reward, shard=i, n_shards=n)
         for i in range(n)
     ]
-    dataset = export_dataset(trajectories, rewards, params.export)
-    init, candidate = run_training(dataset, params.train)
+    dataset = export_dataset(trajectories, rewards, export, agent_prefix=agents)
+    if dataset.rows == 0:
+        # e.g. a champion none of whose attempts succeeded: nothing to learn from tonight
+        raise NothingToTrain(
+            f"the {export.kind} export {dataset.name} has no rows ({dataset.rejected} "
+            f"trajectories rejected): nothing to train on tonight, the champion stays. Collect "
+            "more attempts (collect.episodes / attempts / temperature) or relax the export"
+        )
+    init, candidate = run_training(dataset, train, init=champion)
     evaluation = run_evaluation(
-        store_url,
-        params.evaluate,
-        env_id=params.collect.env_id,
-        suite=params.collect.suite,
-        family=params.collect.family,
-        init=init,
-        candidate=candidate,
+        store_url, params.evaluate, sources=sources, init=init, candidate=candidate
     )
     decision = promote_checkpoint(
         store_url, candidate, evaluation, min_improvement=params.evaluate.min_improvement
@@ -121,15 +234,16 @@ def iterate(params: IterateParams = IterateParams()) -> IterateReport:
     report_dir = iteration_report(
         store_url, seed, collected, rewards, dataset, candidate, evaluation, decision
     )
-    get_run_logger().info(
-        f"held-out success before training {evaluation.success('untrained'):.1%} -> after "
-        f"training {evaluation.success('candidate'):.1%} ({params.evaluate.episodes} tasks); "
+    log.info(
+        f"held-out success {evaluation.baseline} {evaluation.success(evaluation.baseline):.1%} "
+        f"-> candidate {evaluation.success('candidate'):.1%} ({params.evaluate.episodes} tasks); "
         f"{'PROMOTED' if decision.promoted else 'not promoted'}: {decision.reason}"
     )
-    get_run_logger().info(f"store: {store_url}  checkpoint: {candidate.path}  report: {report_dir}")
+    log.info(f"store: {store_url}  checkpoint: {candidate.path}  report: {report_dir}")
     return IterateReport(
         store_url=store_url,
         seed=seed,
+        warmup=warmup,
         collect=collected,
         rewards=rewards,
         dataset=dataset,
@@ -166,19 +280,31 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m flows.iterate``: one iteration on embedded defaults; prints the outcome."""
     ap = argparse.ArgumentParser(description="Run one knowlyr-gym iteration (Prefect flow).")
     ap.add_argument("--store", default=None, help="store root (default .knowlyr/store)")
-    ap.add_argument("--small", action="store_true", help="tiny parameters: a smoke run")
+    recipe = ap.add_mutually_exclusive_group()
+    recipe.add_argument("--small", action="store_true", help="tiny parameters: a smoke run")
+    recipe.add_argument(
+        "--nightly", action="store_true", help="the nightly loop's parameters (the task mix)"
+    )
     ap.add_argument("--seed", type=int, default=0, help="collection seed")
     args = ap.parse_args(argv)
-    params = IterateParams.small() if args.small else IterateParams()
+    if args.small:
+        params = IterateParams.small()
+    else:
+        params = IterateParams() if args.nightly else IterateParams.one_night()
     params = params.model_copy(update={"store_url": args.store, "seed": args.seed})
     with _patient_ephemeral_server():
         report = iterate(params)
-    before = report.comparison.success("untrained")
+    base = report.comparison.baseline
+    before = report.comparison.success(base)
     after = report.comparison.success("candidate")
+    what = "warm-up: untrained model" if report.warmup else "the champion"
+    where = ", ".join(str(s) for s in params.collect.sources())
     print()
-    print(f"Held-out success ({params.collect.env_id}, {params.evaluate.episodes} tasks):")
-    print(f"  before training (untrained model): {before:.1%}")
-    print(f"  after training  (SFT checkpoint):  {after:.1%}")
+    print(f"Held-out success ({where}, {params.evaluate.episodes} tasks):")
+    print(f"  before training ({what}): {before:.1%}")
+    print(
+        f"  after training  ({params.train.method if not report.warmup else 'sft'} candidate): {after:.1%}"
+    )
     print(
         f"  decision: {'promoted' if report.decision.promoted else 'kept the baseline'} ({report.decision.reason})"
     )

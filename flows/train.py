@@ -57,19 +57,23 @@ def train_restarts(
     return pairs[best]
 
 
-def run_training(dataset: DatasetRef, p: TrainParams) -> tuple[Checkpoint, Checkpoint]:
-    """Build the initial policies and train them (see :func:`train_restarts`): in-process, or
-    as the ``p.deployment`` deployment (e.g. on a GPU work pool) when one is configured.
-    Returns the kept candidate's initial policy (the untrained baseline) and checkpoint; with
-    a deployment and several restarts the baseline is the first seed's initial policy."""
+def run_training(
+    dataset: DatasetRef, p: TrainParams, init: Checkpoint | None = None
+) -> tuple[Checkpoint, Checkpoint]:
+    """Train from ``init`` (the champion, in the nightly loop) or from freshly built initial
+    policies (see :func:`train_restarts`): in-process, or as the ``p.deployment`` deployment
+    (e.g. on a GPU work pool) when one is configured. Returns the kept candidate's initial
+    policy and checkpoint; with a deployment, several restarts and no ``init`` the initial
+    policy returned is the first seed's."""
     if not p.deployment:
-        return train_restarts(dataset, p)
-    init = build_policy(dataset, p.model, p.hidden_size, p.num_layers, p.seed)
+        return train_restarts(dataset, p, init)
     from prefect.deployments import run_deployment
 
+    given = init
+    init = init or build_policy(dataset, p.model, p.hidden_size, p.num_layers, p.seed)
     params = TrainFlowParams(
         dataset=dataset,
-        init=init if p.restarts == 1 else None,
+        init=init if given is not None or p.restarts == 1 else None,
         train=p.model_copy(update={"deployment": None}),
     )
     run = run_deployment(p.deployment, parameters={"params": params.model_dump(mode="json")})

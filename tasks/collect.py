@@ -71,13 +71,15 @@ def collect_episodes(
     shard: int = 0,
     max_steps: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    temperature: float = 0.0,
 ) -> Staged:
-    """Run ``n_episodes`` episodes of ``agent`` in ``env_id`` and stage them as a raw log blob."""
+    """Run ``n_episodes`` episodes of ``agent`` in ``env_id`` and stage them as a raw log blob
+    (a checkpoint agent samples at ``temperature``, seeded by ``seed``)."""
     from knowlyr.rollout import collect
 
     trajs = collect(
         env_id,
-        agent_factory(agent, seed=seed),
+        agent_factory(agent, seed=seed, temperature=temperature),
         n_episodes,
         tasks=task_ids or None,
         seed=seed,

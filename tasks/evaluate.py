@@ -30,6 +30,7 @@ __all__ = [
     "compare_policies",
     "current_champion",
     "evaluate_policy",
+    "merge_summaries",
     "promote_checkpoint",
 ]
 
@@ -80,6 +81,20 @@ class Decision(BaseModel):
     success_after: float
     p_value: float
     promotions: Manifest
+
+
+def merge_summaries(policy: str, parts: list[EvalSummary]) -> EvalSummary:
+    """One policy's evaluations on several task sources as one (episodes in order; the env
+    ids joined with ``+``)."""
+    return EvalSummary(
+        policy=policy,
+        checkpoint=parts[0].checkpoint if parts else None,
+        env_id="+".join(dict.fromkeys(e.env_id for e in parts)),
+        task_ids=[t for e in parts for t in e.task_ids],
+        successes=[x for e in parts for x in e.successes],
+        rewards=[x for e in parts for x in e.rewards],
+        steps=[x for e in parts for x in e.steps],
+    )
 
 
 @task(

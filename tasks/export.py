@@ -49,13 +49,18 @@ class DatasetRef(BaseModel):
     task_run_name="export-{params.kind}-{trajectories.table}@{trajectories.version}",
 )
 def export_dataset(
-    trajectories: TableRef, rewards: list[RewardSummary], params: ExportParams
+    trajectories: TableRef,
+    rewards: list[RewardSummary],
+    params: ExportParams,
+    agent_prefix: str | None = None,
 ) -> DatasetRef:
-    """Export the train-split trajectories at this version with their rewards as a dataset."""
+    """Export the train-split trajectories at this version with their rewards as a dataset
+    (only those of agents named ``agent_prefix...`` when given)."""
     out = export_from_store(
         Store.open(trajectories.store),
         trajectories_version=trajectories.version,
         reward_config_hashes=[h for r in rewards for h in r.config_hashes],
+        agent_prefix=agent_prefix,
         **params.model_dump(),
     )
     ref = DatasetRef(

@@ -15,6 +15,8 @@ from knowlyr.train.checkpoints import (
     archive_checkpoint,
     checkpoint_root,
     init_policy,
+    train_dpo_checkpoint,
+    train_grpo_checkpoint,
     train_sft_checkpoint,
     unpack_checkpoint,
 )
@@ -38,7 +40,11 @@ __all__ = [
 class TrainParams(BaseModel):
     """The model and the trainer's settings (see ``knowlyr.train``)."""
 
-    method: Literal["sft"] = Field("sft", description="trainer (SFT on the exported dataset)")
+    method: Literal["sft", "dpo", "grpo"] = Field(
+        "sft",
+        description="sft: SFT on the exported (reward-filtered) trajectories; dpo: DPO on "
+        "preference pairs (the init is the reference); grpo: online GRPO in the env",
+    )
     model: str = Field("tiny", description="'tiny' (from scratch) or a local checkpoint folder")
     hidden_size: int = Field(128, gt=0, description="tiny model width")
     num_layers: int = Field(2, gt=0, description="tiny model depth")
@@ -66,9 +72,25 @@ class TrainParams(BaseModel):
     deployment: str | None = Field(
         None, description="run training as this deployment (e.g. 'train/gpu') via run_deployment"
     )
+    beta: float = Field(0.1, gt=0, description="dpo: KL strength towards the init (reference)")
+    env_id: str | None = Field(
+        None, description="grpo: the env its episodes run in (iterate: the task source's env)"
+    )
+    num_generations: int = Field(4, ge=2, description="grpo: episodes per prompt (the group)")
+    temperature: float = Field(1.0, gt=0, description="grpo: rollout sampling temperature")
+    max_steps: int = Field(4, gt=0, description="grpo: tool calls per episode")
 
     @model_validator(mode="after")
     def _selection_needs_validation(self) -> TrainParams:
+        if self.method == "grpo" and not self.env_id:
+            raise ValueError(
+                "method='grpo' plays episodes online: set env_id (e.g. knowlyr/conversation)"
+            )
+        if self.method != "sft" and (self.restarts > 1 or self.target_eval_loss):
+            raise ValueError(
+                f"restarts are selected by SFT validation loss; with method={self.method!r} set "
+                "restarts=1 and target_eval_loss=null"
+            )
         if self.validation_fraction == 0 and (self.restarts > 1 or self.target_eval_loss):
             raise ValueError(
                 "restarts > 1 and target_eval_loss pick by validation loss: set "
@@ -162,21 +184,38 @@ def train_policy(dataset: DatasetRef, init: Checkpoint, params: TrainParams) -> 
     run_key = hashlib.sha256(f"{init.blob}{params.model_dump_json()}".encode()).hexdigest()
     callbacks = [_progress_callback(artifact_key("train-progress"))] if in_run() else []
     rows = load_dataset(dataset)
-    val = None
-    if params.validation_fraction > 0:
-        rows, val = validation_split(rows, params.validation_fraction)
-    out = train_sft_checkpoint(
-        store,
-        rows,
-        init=checkpoint_path(init),
-        output_dir=checkpoint_root(store) / f"{dataset.name}-{params.method}-{run_key[:12]}",
-        learning_rate=params.learning_rate,
-        batch_size=params.batch_size,
-        epochs=params.epochs,
-        seed=params.seed,
-        eval_dataset=val,
-        callbacks=callbacks,
-    )
+    if dataset.kind != params.method:
+        raise ValueError(
+            f"train method {params.method!r} needs a {params.method} export, got the "
+            f"{dataset.kind} dataset {dataset.name}"
+        )
+    output_dir = checkpoint_root(store) / f"{dataset.name}-{params.method}-{run_key[:12]}"
+    common = {
+        "init": checkpoint_path(init),
+        "output_dir": output_dir,
+        "learning_rate": params.learning_rate,
+        "batch_size": params.batch_size,
+        "epochs": params.epochs,
+        "seed": params.seed,
+        "callbacks": callbacks,
+    }
+    if params.method == "sft":
+        val = None
+        if params.validation_fraction > 0:
+            rows, val = validation_split(rows, params.validation_fraction)
+        out = train_sft_checkpoint(store, rows, eval_dataset=val, **common)
+    elif params.method == "dpo":
+        out = train_dpo_checkpoint(store, rows, beta=params.beta, **common)
+    else:
+        out = train_grpo_checkpoint(
+            store,
+            rows,
+            env_id=params.env_id,
+            num_generations=params.num_generations,
+            temperature=params.temperature,
+            max_steps=params.max_steps,
+            **common,
+        )
     store.record_run(
         "train",
         inputs={"datasets": dataset.datasets.version, "init": init.blob},

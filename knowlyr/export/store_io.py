@@ -59,9 +59,14 @@ class StoreExport:
 
 
 def train_filter(
-    *, split: str | None = "train", suite: str | None = None, family: str | None = None
+    *,
+    split: str | None = "train",
+    suite: str | None = None,
+    family: str | None = None,
+    agent_prefix: str | None = None,
 ) -> pl.Expr:
-    """The trajectories of ``split`` (by task id), of ``suite`` and of its task ``family``.
+    """The trajectories of ``split`` (by task id), of ``suite`` and of its task ``family``,
+    and of agents whose name starts with ``agent_prefix``.
 
     ``family`` only applies with a ``suite`` (task ids are ``<suite>-<family>-<n>``).
 
@@ -79,6 +84,8 @@ def train_filter(
         expr &= pl.col("suite") == suite
         if family:
             expr &= pl.col("task_id").str.starts_with(f"{suite}-{family}-")
+    if agent_prefix:
+        expr &= pl.col("agent").str.starts_with(agent_prefix)
     return expr
 
 
@@ -115,6 +122,7 @@ def export_from_store(
     only_success: bool = True,
     min_reward: float | None = None,
     system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+    agent_prefix: str | None = None,
     record: bool = True,
 ) -> StoreExport:
     """Export the trajectories at a version, with their reward totals, into the store.
@@ -135,6 +143,8 @@ def export_from_store(
         only_success: SFT: keep successful trajectories only.
         min_reward: SFT: keep rewards >= this.
         system_prompt: the system message of every row.
+        agent_prefix: only trajectories of agents whose name starts with this (the nightly
+            loop trains on its own rollouts: ``checkpoint:``).
         record: record the run in the store's lineage.
 
     Returns:
@@ -159,7 +169,7 @@ def export_from_store(
     hashes = sorted(set(reward_config_hashes))
     trajs = store.read_trajectories(
         version=trajectories_version,
-        filter=train_filter(split=split, suite=suite, family=family),
+        filter=train_filter(split=split, suite=suite, family=family, agent_prefix=agent_prefix),
     )
     # The table's physical row order depends on how concurrent writers' commits interleaved;
     # the dataset must not (row order changes what a model learns from it): content-hash order.
@@ -186,6 +196,8 @@ def export_from_store(
     name = dataset_name(
         kind, trajectories_version=version, reward_config_hashes=hashes, suite=suite, family=family
     )
+    if agent_prefix:
+        name += f"-by-{agent_prefix.rstrip(':')}"
     manifest = result.to_store(store, name=name)
     if record:
         params: dict[str, Any] = {
@@ -196,6 +208,7 @@ def export_from_store(
             "only_success": only_success,
             "min_reward": min_reward,
             "system_prompt": system_prompt,
+            "agent_prefix": agent_prefix,
             "reward_configs": hashes,
         }
         store.record_run(

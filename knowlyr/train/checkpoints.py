@@ -3,8 +3,8 @@
 A checkpoint folder is archived as a deterministic tar (sorted files, zeroed mtimes and
 owners) into the store's blobs, so the same weights always have the same address and any
 machine holding the store can unpack them (:func:`unpack_checkpoint`). :func:`init_policy`
-and :func:`train_sft_checkpoint` build and train a policy for a stored dataset and return the
-folder with its archive.
+, :func:`train_sft_checkpoint`, :func:`train_dpo_checkpoint` and :func:`train_grpo_checkpoint`
+build and train a policy for a stored dataset and return the folder with its archive.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ __all__ = [
     "archive_checkpoint",
     "checkpoint_root",
     "init_policy",
+    "train_dpo_checkpoint",
+    "train_grpo_checkpoint",
     "train_sft_checkpoint",
     "unpack_checkpoint",
 ]
@@ -202,6 +204,138 @@ def train_sft_checkpoint(
     )
     extra = {"eval_dataset": eval_dataset} if eval_dataset is not None else {}
     result = train_sft(dataset, model, tok, config, callbacks=list(callbacks), **extra)
+    return StoredCheckpoint(
+        name=Path(result.path).name,
+        path=Path(result.path),
+        blob=archive_checkpoint(store, result.path),
+        metrics={k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)},
+        seconds=result.seconds,
+    )
+
+
+def train_dpo_checkpoint(
+    store: Store,
+    dataset: Any,
+    *,
+    init: str | Path,
+    output_dir: str | Path,
+    learning_rate: float = 5e-4,
+    batch_size: int = 16,
+    epochs: float = 2,
+    seed: int = 0,
+    beta: float = 0.1,
+    callbacks: Sequence[Any] = (),
+) -> StoredCheckpoint:
+    """DPO the model folder ``init`` on preference pairs with TRL; archive the result.
+
+    ``init`` is both the policy's start and the frozen reference (the champion, in the
+    nightly loop). Logs about four times an epoch, without progress bars.
+
+    Args:
+        store: the store to archive into.
+        dataset: an exported DPO ``datasets.Dataset`` (``prompt`` / ``chosen`` / ``rejected``).
+        init: the initial (and reference) model folder.
+        output_dir: where the trained model is saved.
+        learning_rate: peak learning rate.
+        batch_size: per-device batch size.
+        epochs: training epochs.
+        seed: data order seed.
+        beta: DPO's KL strength (higher stays closer to the reference).
+        callbacks: ``transformers.TrainerCallback`` objects.
+    """
+    from knowlyr.train.dpo_config import KnowlyrDPOConfig
+    from knowlyr.train.models import load_model
+    from knowlyr.train.run import train_dpo
+
+    with MODEL_LOAD_LOCK:
+        model, tok = load_model(init)
+    config = KnowlyrDPOConfig(
+        output_dir=str(output_dir),
+        learning_rate=learning_rate,
+        per_device_train_batch_size=batch_size,
+        num_train_epochs=epochs,
+        logging_steps=max(1, len(dataset) // batch_size // 4),
+        disable_tqdm=True,
+        seed=seed,
+        beta=beta,
+    )
+    result = train_dpo(dataset, model, tok, config, callbacks=list(callbacks))
+    return StoredCheckpoint(
+        name=Path(result.path).name,
+        path=Path(result.path),
+        blob=archive_checkpoint(store, result.path),
+        metrics={k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)},
+        seconds=result.seconds,
+    )
+
+
+def train_grpo_checkpoint(
+    store: Store,
+    dataset: Any,
+    *,
+    init: str | Path,
+    output_dir: str | Path,
+    env_id: str,
+    env_kwargs: dict[str, Any] | None = None,
+    learning_rate: float = 1e-4,
+    batch_size: int = 16,
+    epochs: float = 1,
+    seed: int = 0,
+    num_generations: int = 4,
+    temperature: float = 1.0,
+    max_steps: int = 4,
+    callbacks: Sequence[Any] = (),
+) -> StoredCheckpoint:
+    """Online GRPO of the model folder ``init`` in ``env_id`` with TRL; archive the result.
+
+    Each row of ``dataset`` (a :func:`~knowlyr.export.export_grpo` export: prompt + task id) is
+    played ``num_generations`` times in the environment; the episodes' outcome scores are
+    the rewards (see :mod:`knowlyr.train.grpo_trainer`).
+
+    Args:
+        store: the store to archive into.
+        dataset: an exported GRPO ``datasets.Dataset``.
+        init: the initial model folder.
+        output_dir: where the trained model is saved.
+        env_id: the registered env the episodes run in (the tasks' env).
+        env_kwargs: extra env arguments.
+        learning_rate: peak learning rate.
+        batch_size: completions per device batch (a multiple of ``num_generations``).
+        epochs: passes over the prompts.
+        seed: sampling and data order seed.
+        num_generations: episodes per prompt (the GRPO group).
+        temperature: sampling temperature of the rollouts.
+        max_steps: tool calls per episode.
+        callbacks: ``transformers.TrainerCallback`` objects.
+    """
+    from knowlyr.train.grpo_config import KnowlyrGRPOConfig
+    from knowlyr.train.grpo_trainer import environment_factory_for
+    from knowlyr.train.models import load_model
+    from knowlyr.train.run import dataset_prompt_info, train_grpo
+
+    with MODEL_LOAD_LOCK:
+        model, tok = load_model(init)
+    batch = max(num_generations, batch_size - batch_size % num_generations)
+    config = KnowlyrGRPOConfig(
+        output_dir=str(output_dir),
+        learning_rate=learning_rate,
+        per_device_train_batch_size=batch,
+        num_generations=num_generations,
+        num_train_epochs=epochs,
+        temperature=temperature,
+        max_tool_calling_iterations=max_steps,
+        disable_tqdm=True,
+        seed=seed,
+    )
+    factory = environment_factory_for(
+        env_id,
+        env_kwargs=env_kwargs,
+        tools=dataset_prompt_info(dataset).get("tools"),
+        max_steps=max_steps,
+    )
+    result = train_grpo(
+        dataset, model, tok, config, environment_factory=factory, callbacks=list(callbacks)
+    )
     return StoredCheckpoint(
         name=Path(result.path).name,
         path=Path(result.path),

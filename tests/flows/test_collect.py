@@ -68,3 +68,27 @@ def test_a_store_deleted_and_recreated_at_the_same_path_is_not_served_stale_cach
     report = fresh.result()
     assert report.trajectories.new == 4 == Store.open(store_url).count("trajectories")
     assert report.trajectories.version == first.result().trajectories.version == 0
+
+
+def test_a_mix_splits_tasks_over_sources_and_repeats_each_task_per_attempt(store_url):
+    from flows.collect import TaskSource
+
+    mix = [
+        TaskSource(env_id="knowlyr/conversation", suite="conversation", family="order_status"),
+        TaskSource(env_id="knowlyr/advisory", suite="advisory"),
+    ]
+    params = CollectParams(mix=mix, episodes=12, attempts=2, shards=1, store_url=store_url)
+    report = collect(params, return_state=True).result()
+    assert [len(s.task_ids) for s in report.samples] == [3, 3]
+    assert [s.suite for s in report.samples] == ["conversation", "advisory"]
+    assert report.episodes == 12 and report.successes == 12
+    # the greedy expert's two attempts at a task are the same trajectory: one row, deduplicated
+    assert report.trajectories.new == 6 and report.trajectories.duplicates == 6
+
+
+def test_the_champion_agent_needs_a_promoted_checkpoint(store_url):
+    from flows.collect import resolve_agent
+
+    assert resolve_agent("expert", store_url) == "expert"
+    with pytest.raises(ValueError, match="no checkpoint was promoted"):
+        resolve_agent("champion", store_url)

@@ -39,7 +39,7 @@ def test_nightly_deployment_runs_on_a_process_worker(tmp_path):
         # Small parameters; training goes to the `train/ad-hoc` deployment, as it would to a
         # GPU work pool: iterate starts it with run_deployment and waits for its checkpoint.
         params = IterateParams.small(store_url=str(tmp_path / "store"), seed=3)
-        params.train.deployment = "train/ad-hoc"
+        params.warmup.train.deployment = "train/ad-hoc"  # the first night trains the warm-up
         out = server.run(
             "deployment", "run", "iterate/nightly",
             "--param", f"params={json.dumps(params.model_dump(mode='json'))}",
@@ -65,7 +65,7 @@ def test_nightly_deployment_runs_on_a_process_worker(tmp_path):
                     assert time.monotonic() < deadline, f"iterate still {run.state} after 300 s"
                     time.sleep(2)
                 assert run.state.is_completed(), _logs(client, run.id)
-                assert run.name.startswith("iterate-knowlyr/conversation-48ep-seed3")
+                assert run.name.startswith("iterate-knowlyr/conversation-24ep-seed3")
 
                 deployment = client.read_deployment_by_name("iterate/nightly")
                 assert deployment.schedules[0].schedule.cron == "0 2 * * *"

@@ -1,5 +1,7 @@
 """``iterate`` with small parameters: every stage runs, a re-run is fully cached, and a changed
-parameter recomputes exactly the stages downstream of it."""
+parameter recomputes exactly the stages downstream of it; and two nights of the loop: the
+warm-up night promotes the first champion, the next night collects with it (sampling several
+attempts per task), trains on from it on its own rollouts only, and is judged against it."""
 
 from __future__ import annotations
 
@@ -29,8 +31,11 @@ def _stage(name: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_url):
+    # Nothing is promoted (min_improvement 100%), so every re-run is again the warm-up night.
     params = IterateParams.small(store_url=store_url)
+    params.evaluate.min_improvement = 1.0
     report, states, state = _run(params)
+    assert report.warmup and not report.decision.promoted
 
     # Every stage ran once, named after what it did.
     names = sorted(states)
@@ -82,10 +87,11 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
     assert again.candidate == report.candidate and again.dataset == report.dataset
     assert store.count("promotions") == 1
 
-    # A training parameter changed: only training and what depends on it recompute.
-    changed, states3, _ = _run(
-        params.model_copy(update={"train": params.train.model_copy(update={"learning_rate": 1e-3})})
+    # A (warm-up) training parameter changed: only training and what depends on it recompute.
+    warmup = params.warmup.model_copy(
+        update={"train": params.warmup.train.model_copy(update={"learning_rate": 1e-3})}
     )
+    changed, states3, _ = _run(params.model_copy(update={"warmup": warmup}))
     for name, st in states3.items():
         expected = "Completed" if _stage(name, DOWNSTREAM_OF_TRAIN) else "Cached"
         assert st == expected, (name, st, states3)
@@ -94,3 +100,59 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
     assert changed.candidate.path != report.candidate.path  # the first checkpoint is intact
     assert changed.dataset == report.dataset
     assert store.count("promotions") == 2
+
+
+def test_two_nights_the_second_collects_with_the_champion_and_trains_on_from_it(store_url):
+    from flows.collect import CollectParams, TaskSource
+    from knowlyr.train.promotion import PromotionDecision, record_promotion
+    from tasks.export import ExportParams
+    from tasks.train import TrainParams
+
+    source = TaskSource(env_id="knowlyr/conversation", suite="conversation", family="order_status")
+    # A partly right warm-up (~25% on held-out order_status tasks): some sampled attempts
+    # succeed and some fail, which is what preference pairs are made of.
+    warm = TrainParams(epochs=10, restarts=1, target_eval_loss=None)
+    params = IterateParams.small(
+        store_url=store_url,
+        warmup=IterateParams.small().warmup.model_copy(update={"episodes": 300, "train": warm}),
+        collect=CollectParams(mix=[source], agent="champion", episodes=16, attempts=4,
+                              temperature=1.0, shards=1, max_steps=3),
+        export=ExportParams(suite="conversation", family="order_status"),
+        train=TrainParams(method="dpo", epochs=1, restarts=1, target_eval_loss=None,
+                          validation_fraction=0),
+    )  # fmt: skip
+    night0, _, _ = _run(params)
+    assert night0.warmup
+    # Promotion on evidence is tested above; whether this warm-up is significantly better than
+    # the untrained model on 6 tasks is not the point here, so it is made the champion by hand.
+    store = Store.open(store_url)
+    champion = night0.candidate
+    record_promotion(
+        store,
+        PromotionDecision(True, "test: promoted by hand", 0.0, 0.0, 1.0),
+        checkpoint=champion.blob,
+        checkpoint_json=champion.model_dump_json(),
+        baseline="untrained",
+        evaluations_version=10_000,  # a key of its own (the decision above has version 0)
+    )
+
+    night1, states, _ = _run(params.model_copy(update={"seed": 1}))
+    assert not night1.warmup
+    # collected by the champion: 4 tasks x 4 sampled attempts, recorded as a checkpoint agent
+    rows = store.read("trajectories")
+    mine = rows.filter(rows["agent"].str.starts_with("checkpoint:"))
+    assert night1.collect.episodes == 16 and len(night1.collect.samples[0].task_ids) == 4
+    assert 0 < mine.height <= 16 and set(rows["agent"]) == {"expert", *mine["agent"]}
+    assert any(n.startswith("collect-knowlyr/conversation-checkpoint:") for n in states), states
+    # sampled attempts at one task differ (temperature 1.0): several trajectories per task
+    assert mine.group_by("task_id").len()["len"].max() > 1
+    # DPO pairs from the attempts at one task, of the champion's own rollouts only
+    assert night1.dataset.kind == "dpo" and night1.dataset.name.endswith("-by-checkpoint")
+    data = load_dataset(night1.dataset)
+    assert len(data) > 0 and set(data["task_id"]) <= set(mine["task_id"])
+    # trained on from the champion, judged against it (evaluated once: it is also the init)
+    assert night1.init.blob == champion.blob and night1.candidate.blob != champion.blob
+    assert night1.comparison.baseline == "champion"
+    assert {r["agent"] for r in night1.comparison.leaderboard} == {"candidate", "champion"}
+    decisions = store.read("promotions").sort("created_at")
+    assert decisions.height == 3 and decisions["checkpoint"][-1] == night1.candidate.blob
