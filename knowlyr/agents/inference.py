@@ -23,6 +23,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from knowlyr._progress import quiet_progress
 from knowlyr._threads import one_thread, small_cpu_model
 from knowlyr.agents.action_format import (
     INVALID_ACTION_TOOL,
@@ -137,7 +138,8 @@ class AgentInference:
         kwargs: dict[str, Any] = {"local_files_only": True}
         if dtype is not None:
             kwargs["dtype"] = dtype
-        model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+        with quiet_progress():
+            model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
         if device is not None:
             model.to(device)
         marker = read_marker(path)

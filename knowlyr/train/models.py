@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from knowlyr._progress import quiet_progress
 from knowlyr.agents.inference import MARKER_FILE, load_tokenizer, read_marker
 from knowlyr.errors import ConfigError, TrainError
 
@@ -204,7 +205,8 @@ def save_model(model: Any, tokenizer: Any, path: str | os.PathLike[str], **extra
     """Save a model, its tokenizer and a :data:`MARKER_FILE` (plus ``extra`` keys) to ``path``."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
+    with quiet_progress():
+        model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     marker = read_marker(path)
     marker["tokenizer_class"] = type(tokenizer).__name__
@@ -232,7 +234,8 @@ def load_model(path: str | os.PathLike[str], *, dtype: Any = None) -> tuple[Any,
     kwargs: dict[str, Any] = {"local_files_only": True}
     if dtype is not None:
         kwargs["dtype"] = dtype
-    model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+    with quiet_progress():
+        model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
     return model, load_tokenizer(path)
 
 

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,25 @@ class TrainResult:
     seconds: float
     log_history: list[dict[str, Any]] = field(default_factory=list)
     trainer: Any = field(default=None, repr=False)
+
+
+log = logging.getLogger("knowlyr.train")
+
+
+def log_callback() -> Any:
+    """A ``TrainerCallback`` that sends the trainer's log dicts to the ``knowlyr.train`` logger
+    (one line each, numbers rounded) instead of printing them."""
+    from transformers import TrainerCallback
+
+    class LogCallback(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs:
+                parts = [
+                    f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in logs.items()
+                ]
+                log.info(f"step {state.global_step}/{state.max_steps}: {' '.join(parts)}")
+
+    return LogCallback()
 
 
 def dataset_prompt_info(dataset: Any) -> dict[str, Any]:
@@ -96,14 +116,23 @@ def _train(
 ) -> TrainResult:
     from contextlib import nullcontext
 
+    from knowlyr._progress import quiet_progress
     from knowlyr._threads import one_thread, small_cpu_model
 
     started = time.perf_counter()
-    trainer = trainer_cls(
-        model=model, args=config, train_dataset=dataset, processing_class=tokenizer, **kwargs
-    )
+    with quiet_progress():
+        trainer = trainer_cls(
+            model=model, args=config, train_dataset=dataset, processing_class=tokenizer, **kwargs
+        )
+    if getattr(config, "disable_tqdm", False):
+        # transformers prints every log dict to stdout when its progress bar is off: send them
+        # to the ``knowlyr.train`` logger instead (a Prefect run log picks it up)
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+        trainer.add_callback(log_callback())
     # a tiny model trains ~3x faster on one CPU thread (see knowlyr._threads)
-    with one_thread() if small_cpu_model(trainer.model) else nullcontext():
+    with one_thread() if small_cpu_model(trainer.model) else nullcontext(), quiet_progress():
         out = trainer.train()
         return _finish(trainer, dataset, config.output_dir, started, out)
 

@@ -74,3 +74,35 @@ def test_tiny_policy_is_built_for_the_dataset_and_trained(store: Store, expert_a
     assert model.config.hidden_size == 32 and tok.chat_template
     base = init_policy(store, ds, dataset_name="sft-x", model=str(out.path))
     assert base.name == f"init-{out.path.name}" and base.blob != init.blob
+
+
+def test_trainer_logs_go_to_the_logger_not_stdout_and_dpo_trains_from_a_checkpoint(
+    store: Store, expert_and_random, capsys, caplog
+) -> None:
+    import logging
+
+    from knowlyr.export import export_dpo
+    from knowlyr.train.checkpoints import train_dpo_checkpoint
+
+    good, bad = expert_and_random
+    ds = export_sft(good[:8]).dataset
+    init = init_policy(store, ds, dataset_name="sft-q", hidden_size=32, num_layers=1, seed=1)
+    capsys.readouterr()
+    with caplog.at_level(logging.INFO, logger="knowlyr.train"):
+        train_sft_checkpoint(
+            store, ds, init=init.path, output_dir=store.root + "/q", epochs=2, batch_size=4
+        )
+    out = capsys.readouterr()
+    # no trainer dicts, no tokenizing / weight-loading bars
+    assert "{'loss'" not in out.out and "it/s]" not in out.err and "examples/s" not in out.err
+    lines = [r.getMessage() for r in caplog.records if r.name == "knowlyr.train"]
+    assert any(m.startswith("step 1/4: loss=") for m in lines) and any(
+        "train_loss=" in m for m in lines
+    )
+
+    pairs = export_dpo(good[:8] + bad[:8]).dataset
+    dpo = train_dpo_checkpoint(
+        store, pairs, init=init.path, output_dir=store.root + "/dpo", epochs=1, batch_size=4
+    )
+    assert dpo.blob != init.blob and dpo.metrics["train_loss"] > 0
+    assert load_model(dpo.path)[0].config.hidden_size == 32
