@@ -11,6 +11,8 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
+# knowlyr's loggers (training progress) go to the Prefect run log, not raw to the terminal
+export PREFECT_LOGGING_EXTRA_LOGGERS := knowlyr
 
 .PHONY: install sysdeps run test lint format bench clean server deploy worker
 
