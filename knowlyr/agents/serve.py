@@ -3,7 +3,10 @@
 :func:`serve_checkpoint` starts ``transformers serve`` (CPU or GPU) or vLLM (GPU) as a child
 process on a loopback port, waits until it answers ``/health``, yields a :class:`ServedModel`
 and always stops the server's whole process group. ``knowlyr serve CHECKPOINT`` does the same
-from the command line and prints the policy spec to collect with.
+from the command line and prints the policy spec to collect with: ``openai:<folder>@<url>``,
+an :class:`~knowlyr.agents.OpenAIAgent` that prompts the checkpoint as it was trained (its saved
+system prompt and tools, past calls sent as text) and so acts like in-process inference
+(``AgentInference.from_pretrained(folder).create_agent()``) with greedy decoding.
 
 Example:
     >>> from openai import OpenAI
@@ -22,7 +25,8 @@ CPU with the tiny Qwen2 checkpoints of :mod:`knowlyr.train.models`:
   ``config.json``) *before* uvicorn starts, so ``GET /health`` -> ``{"status": "ok"}`` means
   ready. A tiny model is healthy ~3-4 s after the start (mostly imports); SIGTERM shuts it
   down gracefully in ~2 s. It needs fastapi, uvicorn, pydantic and openai
-  (``pip install 'transformers[serving]'``) and no network for a local folder.
+  (``pip install 'knowlyr-gym[serve]'``, i.e. ``transformers[serving]``) and no network for a
+  local folder.
 - The request's ``model`` must be exactly ``PATH`` as given on the command line (anything
   else: HTTP 400 "Server is pinned to ..."); replies report it as ``PATH@main``. A ``PATH``
   containing ``@`` is misread as ``repo@revision``. ``GET /v1/models`` lists only models in the
@@ -36,7 +40,9 @@ CPU with the tiny Qwen2 checkpoints of :mod:`knowlyr.train.models`:
   ``max_tokens``) makes the non-streaming request fail with **HTTP 500** (the text is lost;
   streaming drops the tail or breaks the connection): a client must count that as an invalid
   action (not retry it: greedy decoding fails the same way) and give ``max_tokens`` room; the
-  next request on a pooled connection may then fail to connect once (retry that). For other
+  next request on a pooled connection may then fail to connect once (retry that).
+  :class:`~knowlyr.agents.OpenAIAgent` does both: the plain-text 500 becomes an invalid-action
+  step, the connection error is retried. For other
   model types (e.g. llama) nothing is parsed: ``content`` is the raw generation decoded with
   ``skip_special_tokens=True``, which keeps our ``<tool_call>`` tags (they are added, not
   special, tokens), and :func:`knowlyr.agents.action_format.parse_action_text` turns it into
@@ -45,7 +51,11 @@ CPU with the tiny Qwen2 checkpoints of :mod:`knowlyr.train.models`:
   a tool message keeps only ``role``, ``content`` and ``tool_call_id``. To show the model
   exactly the text it was trained on (thought included), send a past assistant turn as plain
   ``content = render_action(action, thought=...)``: the chat template renders that
-  byte-identically to the ``tool_calls`` form.
+  byte-identically to the ``tool_calls`` form. :class:`~knowlyr.agents.OpenAIAgent` does so
+  for a served knowlyr checkpoint (``calls_as_text``): without it the tiny checkpoint of the
+  tests, which writes a thought before each call, fell from 5/10 held-out successes in-process
+  to 0/10 served (its second turns became unparseable tool calls); with it both give the same
+  actions (7/16 successes each way, ``tests/agents/test_serve.py``).
 - ``temperature=0`` means greedy; without it the checkpoint's generation config decides.
   ``max_tokens`` defaults to 1024 when the generation config says less.
 - Requests are served one at a time by default (one generate thread). ``--continuous-batching``
@@ -181,7 +191,7 @@ def server_command(
         missing = [m for m in ("transformers", "fastapi", "uvicorn", "openai") if not _has(m)]
         if missing:
             raise ConfigError(
-                f"transformers serve needs {', '.join(missing)}: pip install 'transformers[serving]'"
+                f"transformers serve needs {', '.join(missing)}: pip install 'knowlyr-gym[serve]'"
             )
         if "@" in str(ckpt):
             raise ConfigError(

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 openai = pytest.importorskip("openai")
-pytest.importorskip("fastapi", reason="transformers serve needs fastapi: transformers[serving]")
-pytest.importorskip("uvicorn", reason="transformers serve needs uvicorn: transformers[serving]")
+pytest.importorskip("fastapi", reason="transformers serve needs fastapi: knowlyr-gym[serve]")
+pytest.importorskip("uvicorn", reason="transformers serve needs uvicorn: knowlyr-gym[serve]")
 
 from knowlyr.agents import ExpertAgent  # noqa: E402
 from knowlyr.agents.action_format import (  # noqa: E402
