@@ -13,6 +13,18 @@ advantage times the step's weight from its step reward
 (:func:`~knowlyr.export.common.normalized_step_weights`, mean 1), instead of one advantage for
 the whole completion.
 
+**Reading the logs.** ``reward`` is the mean episode score of a step's rollouts. Besides TRL's
+metrics the trainer logs ``env/finished`` (the fraction of rollouts whose episode ended: a
+reply was sent or the step limit hit), ``env/success`` and ``env/steps`` (env steps per
+rollout). A rollout whose episode never ends scores 0, so ``reward`` 0 with ``env/finished``
+0 means the policy never completes an episode (no parseable tool call, or
+``max_completion_length`` too small to hold the tool results); the trainer warns about it.
+When every rollout of a group scores the same (``frac_reward_zero_std`` 1), the group-relative
+advantages are 0 and nothing is learned from it: GRPO needs a policy that is *partly* right.
+The logged ``loss`` stays near 0 even while the policy learns: on-policy (``num_iterations=1``)
+with ``beta=0`` it is minus the token-weighted mean of group-centred advantages; ``grad_norm``
+and ``reward`` show the learning.
+
 Example:
     >>> Env = environment_factory_for("knowlyr/conversation", env_kwargs={"family": "order_status"})
     >>> trainer = KnowlyrGRPOTrainer(model=model, args=KnowlyrGRPOConfig(output_dir="out"),
@@ -23,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import logging
 from typing import Any, ClassVar
 
 import torch
@@ -41,6 +54,8 @@ __all__ = [
     "environment_factory_for",
     "step_level_advantages",
 ]
+
+logger = logging.getLogger(__name__)
 
 _PY_TYPES = {
     "string": str,
@@ -90,6 +105,18 @@ class KnowlyrToolEnvironment:
             return 0.0
         score = self.outcome.get("score")
         return float(score) if score is not None else float(bool(self.outcome.get("success")))
+
+    @property
+    def success(self) -> bool:
+        """Whether the episode finished and succeeded."""
+        return bool(self.outcome and self.outcome.get("success"))
+
+
+# names of the environment protocol and of KnowlyrToolEnvironment's own attributes
+_RESERVED = frozenset(
+    {"reset", "get_reward", "success", "done", "env", "outcome", "step_rewards"}
+    | {"env_id", "env_kwargs", "max_steps"}
+)
 
 
 def _tool_method(schema: dict[str, Any]) -> Any:
@@ -161,7 +188,7 @@ def environment_factory_for(
     }
     for schema in tools:
         m = _tool_method(schema)
-        if m.__name__ in ("reset", "get_reward") or m.__name__.startswith("_"):
+        if m.__name__ in _RESERVED or m.__name__.startswith("_"):
             raise TrainError(
                 f"tool name {m.__name__!r} clashes with the environment protocol; rename the tool"
             )
@@ -231,12 +258,15 @@ class KnowlyrGRPOTrainer(GRPOTrainer):
             if getattr(tok, "response_template", None) is None:
                 tok.response_template = qwen3_template
         self._step_advantage = bool(getattr(config, "step_advantage", False))
+        self._warned_unfinished = False
         self._step_mix = float(getattr(config, "step_advantage_mix", 0.5))
         super().__init__(*args, **kwargs)
 
     def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
         envs = getattr(self, "environments", None)
+        if envs:
+            self._log_episodes(envs)
         if not self._step_advantage or not envs or "tool_mask" not in output:
             return output
         adv = output["advantages"]
@@ -246,3 +276,25 @@ class KnowlyrGRPOTrainer(GRPOTrainer):
         rewards = [list(getattr(e, "step_rewards", [])) for e in envs]
         output["advantages"] = step_level_advantages(adv, mask, rewards, mix=self._step_mix)
         return output
+
+    def _log_episodes(self, envs: list[Any]) -> None:
+        """Log how the batch's episodes went; warn once when none of them finished."""
+        ours = [e for e in envs if isinstance(e, KnowlyrToolEnvironment)]
+        if not ours:
+            return
+        mode = "train" if self.model.training else "eval"
+        n = len(ours)
+        finished = sum(e.done for e in ours)
+        self._metrics[mode]["env/finished"].append(finished / n)
+        self._metrics[mode]["env/success"].append(sum(e.success for e in ours) / n)
+        self._metrics[mode]["env/steps"].append(sum(len(e.step_rewards) for e in ours) / n)
+        if finished == 0 and not self._warned_unfinished:
+            self._warned_unfinished = True
+            logger.warning(
+                "no rollout of this batch finished its episode, so every reward is 0 and GRPO "
+                "learns nothing from it: check that the model emits tool calls the tokenizer's "
+                "response_template parses (env/steps is %.2f per rollout) and that "
+                "max_completion_length (%s) holds a whole episode with its tool results",
+                sum(len(e.step_rewards) for e in ours) / n,
+                self.max_completion_length,
+            )

@@ -55,7 +55,7 @@ def test_environment_factory_runs_episodes_of_our_env():
     )
 
 
-def test_online_grpo_runs_in_our_env_from_an_exported_dataset(tmp_path, expert_and_random):
+def test_online_grpo_runs_in_our_env_from_an_exported_dataset(tmp_path, expert_and_random, caplog):
     good, bad = expert_and_random
     ds = export_grpo(good[:4] + bad[:4], system_prompt="S").dataset
     model, tok = build_tiny_model_for(ds, seed=0)
@@ -82,9 +82,13 @@ def test_online_grpo_runs_in_our_env_from_an_exported_dataset(tmp_path, expert_a
         processing_class=tok,
         environment_factory=Env,
     )
-    trainer.train()
+    with caplog.at_level("WARNING", logger="knowlyr.train.grpo_trainer"):
+        trainer.train()
     logs = [h for h in trainer.state.log_history if "reward" in h]
     assert len(logs) == 2 and all(
         h["rewards/KnowlyrConversationEnvironment/mean"] == h["reward"] for h in logs
     )
     assert all(isinstance(e, Env) for e in trainer.environments)
+    # an untrained model never finishes an episode: the logs and a warning say why reward is 0
+    assert all(h["env/finished"] == 0 and h["reward"] == 0 for h in logs)
+    assert caplog.text.count("no rollout of this batch finished its episode") == 1
