@@ -20,7 +20,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from knowlyr.agents.api import ApiAgent, ModelTurn, ToolCallRequest, function_schema
+from knowlyr.agents.api import (
+    ApiAgent,
+    ModelTurn,
+    ToolCallRequest,
+    UnreadableReply,
+    function_schema,
+)
 from knowlyr.errors import ConfigError
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicAgent"]
@@ -69,6 +75,8 @@ class AnthropicAgent(ApiAgent):
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
         r = self.client.messages.create(**kwargs)
+        if not hasattr(r, "content"):  # the SDK hands back a body that is not JSON as text
+            raise UnreadableReply(f"the reply is not a Messages API response: {r!r:.200}")
         texts: list[str] = []
         calls: list[ToolCallRequest] = []
         blocks: list[dict[str, Any]] = []

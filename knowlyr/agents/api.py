@@ -25,8 +25,9 @@ format (build a request, read a reply, shape tool results); this module owns the
   call is not valid JSON, see :class:`~knowlyr.agents.openai_agent.OpenAIAgent`), the step is
   an invalid action with that reason, and the model is asked again with the correction. It is
   not retried: greedy decoding would fail the same way.
-- **Retries.** A call that fails with 408/409/425/429, a 5xx, a timeout or a lost connection
-  is retried up to ``max_attempts`` in all, waiting ``retry-after`` (or ``retry-after-ms``)
+- **Retries.** A call that fails with 408/409/425/429, a 5xx, a timeout or a lost connection,
+  or is answered with something that is not the API's response (e.g. a proxy's HTML page
+  with status 200), is retried up to ``max_attempts`` in all, waiting ``retry-after`` (or ``retry-after-ms``)
   when the server sends it, else an exponential backoff with jitter. Other errors (400, 401,
   404...) are not retried. When no attempt is left, :class:`ModelCallError` is raised;
   :func:`knowlyr.rollout.run_episode` records it as one last failed step and ends that
@@ -66,6 +67,7 @@ __all__ = [
     "ModelCallError",
     "ModelTurn",
     "ToolCallRequest",
+    "UnreadableReply",
     "function_schema",
     "price_for",
     "retry_after",
@@ -152,6 +154,11 @@ class ModelCallError(KnowlyrError):
         self.status = status
 
 
+class UnreadableReply(KnowlyrError):
+    """The server answered with something that is not the API's response (e.g. a proxy's HTML
+    page with status 200); retried like a 5xx. A subclass's ``_request`` raises it."""
+
+
 @dataclass
 class ToolCallRequest:
     """One tool call as the model wrote it (``arguments``: a JSON string or an object)."""
@@ -223,6 +230,8 @@ def _status(exc: BaseException) -> int | None:
 
 
 def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, UnreadableReply):
+        return True
     status = _status(exc)
     if status is not None:
         return status in (408, 409, 425, 429) or status >= 500
@@ -479,7 +488,7 @@ class ApiAgent(Agent):
         return cap / 2 + random.uniform(0, cap / 2)
 
     def _call_model(self) -> ModelTurn:
-        errors = self._api_errors()
+        errors = (*self._api_errors(), UnreadableReply)
         for attempt in range(self.max_attempts):
             self.last_attempts = attempt + 1
             try:

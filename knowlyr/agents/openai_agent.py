@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from knowlyr.agents.action_format import TOOL_CALL_START, parse_action_text, render_action
-from knowlyr.agents.api import ApiAgent, ModelTurn, ToolCallRequest, _status
+from knowlyr.agents.api import ApiAgent, ModelTurn, ToolCallRequest, UnreadableReply, _status
 from knowlyr.agents.inference import MARKER_FILE, read_marker
 from knowlyr.errors import ConfigError
 from knowlyr.trajectory import INVALID_ACTION_TOOL
@@ -143,6 +143,8 @@ class OpenAIAgent(ApiAgent):
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
         r = self.client.chat.completions.create(**kwargs)
+        if not hasattr(r, "choices"):  # the SDK hands back a body that is not JSON as text
+            raise UnreadableReply(f"the reply is not a Chat Completions response: {r!r:.200}")
         msg = r.choices[0].message if r.choices else None
         text = (msg.content or "") if msg is not None else ""
         usage = r.usage

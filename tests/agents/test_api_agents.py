@@ -472,3 +472,19 @@ def test_a_served_knowlyr_checkpoint_is_prompted_as_it_was_trained(fresh, tmp_pa
     assert t.outcome.success is True
     assert [m["role"] for m in fresh.requests[1][1]["messages"]] == ["user", "assistant", "tool"]
     assert fresh.requests[1][1]["messages"][1]["tool_calls"][0]["id"] == "call_0000_0"
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_reply_that_is_not_the_wire_format_is_retried_then_fails_the_step(fresh, api):
+    # e.g. a proxy's error page with status 200: the SDK hands it back as text
+    fresh.script(ModelReply(body="<html>502 Bad Gateway</html>"))
+    [t] = _run(fresh, api, tasks=[TASK])
+    assert [s.tool for s in t.steps] == ["query_stats", "respond"] and t.outcome.success is True
+    assert len(fresh.requests) == 3
+    fresh.clear()
+    fresh.script(*[ModelReply(body="not json")] * 2)
+    [t] = _run(fresh, api, tasks=[TASK], max_attempts=2)
+    [failed] = t.steps
+    assert failed.tool == INVALID_ACTION_TOOL and failed.metadata["model_call_failed"]
+    assert "UnreadableReply" in failed.action.params["error"] and "'not json'" in t.outcome.reason
+    assert len(fresh.requests) == 2
