@@ -4,8 +4,9 @@ The loop learns from its own rollouts:
 
 - **The first night** (no promoted checkpoint in the store) is the warm-up: a few expert
   demonstrations (:class:`WarmupParams`, e.g. 50) train a policy from scratch by SFT. It is
-  evaluated against the untrained model and, when significantly better, promoted: the first
-  champion.
+  evaluated against the untrained model and, when it is right more often, promoted: the
+  first champion (no significance needed: it displaces nothing, and a policy that is right
+  a little is what the loop starts from).
 - **Every later night** collects with the champion (the last promoted checkpoint), sampling
   ``attempts`` episodes per task at ``temperature``; the reward model scores them; training
   starts from the champion with :attr:`TrainParams.method`: ``sft`` on the reward-filtered
@@ -228,7 +229,11 @@ def iterate(params: IterateParams = IterateParams()) -> IterateReport:
         store_url, params.evaluate, sources=sources, init=init, candidate=candidate
     )
     decision = promote_checkpoint(
-        store_url, candidate, evaluation, min_improvement=params.evaluate.min_improvement
+        store_url,
+        candidate,
+        evaluation,
+        min_improvement=params.evaluate.min_improvement,
+        first_champion=warmup,
     )
     rewards = [r.result() for r in rewards]
     report_dir = iteration_report(

@@ -179,8 +179,10 @@ def promote_checkpoint(
     candidate: Checkpoint,
     comparison: ComparisonSummary,
     min_improvement: float = 0.0,
+    first_champion: bool = False,
 ) -> Decision:
-    """Promote the candidate only on a significant improvement; record the decision."""
+    """Promote the candidate only on a significant improvement (any improvement for the
+    ``first_champion``: the warm-up policy against the untrained model); record the decision."""
     evaluations = comparison.evaluations
     d = record_promotion(
         Store.open(store_url),
@@ -188,6 +190,7 @@ def promote_checkpoint(
             comparison.of(comparison.candidate),
             alpha=comparison.alpha,
             min_improvement=min_improvement,
+            first_champion=first_champion,
         ),
         checkpoint=candidate.blob,
         checkpoint_json=candidate.model_dump_json(),

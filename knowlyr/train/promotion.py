@@ -169,9 +169,17 @@ class PromotionDecision:
 
 
 def decide_promotion(
-    comparison: dict[str, Any], *, alpha: float, min_improvement: float = 0.0
+    comparison: dict[str, Any],
+    *,
+    alpha: float,
+    min_improvement: float = 0.0,
+    first_champion: bool = False,
 ) -> PromotionDecision:
     """Promote only on a significant improvement of the success rate over ``min_improvement``.
+
+    With ``first_champion`` (the warm-up policy, compared with the untrained model) any
+    improvement over ``min_improvement`` promotes: a policy that is right a little more often
+    than nothing is what the loop starts from, and no champion is displaced.
 
     Args:
         comparison: the candidate's row of :attr:`RecordedComparison.comparisons`
@@ -188,8 +196,13 @@ def decide_promotion(
     c = comparison
     diff, p = float(c["success_diff"]), c["fisher_p_adj"]
     p = 1.0 if p is None else float(p)
-    promoted = bool(c["significant"]) and diff > min_improvement
-    if promoted:
+    promoted = (first_champion or bool(c["significant"])) and diff > min_improvement
+    if promoted and first_champion:
+        reason = (
+            f"first champion (warm-up): success {c['baseline_success_rate']:.1%} -> "
+            f"{c['success_rate']:.1%} (p={p:.2g})"
+        )
+    elif promoted:
         reason = f"success {c['baseline_success_rate']:.1%} -> {c['success_rate']:.1%}, p={p:.2g} < {alpha}"
     elif diff <= min_improvement:
         reason = f"no improvement: success diff {diff:+.1%} <= {min_improvement:.1%}"

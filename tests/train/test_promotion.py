@@ -77,6 +77,19 @@ def test_promotion_needs_a_significant_improvement(store, wins, min_improvement,
     assert (d.success_before, d.success_after) == (0.25, wins / 40)
 
 
+def test_the_first_champion_needs_an_improvement_but_no_significance() -> None:
+    c = {"success_diff": 0.05, "fisher_p_adj": 0.3, "significant": False, "success_rate": 0.05,
+         "baseline_success_rate": 0.0}  # fmt: skip
+    assert not decide_promotion(c, alpha=0.01).promoted
+    first = decide_promotion(c, alpha=0.01, first_champion=True)
+    assert (
+        first.promoted and first.reason == "first champion (warm-up): success 0.0% -> 5.0% (p=0.3)"
+    )
+    same = dict(c, success_diff=0.0, success_rate=0.0)
+    assert not decide_promotion(same, alpha=0.01, first_champion=True).promoted
+    assert not decide_promotion(c, alpha=0.01, first_champion=True, min_improvement=0.1).promoted
+
+
 def test_promotions_are_recorded_and_the_newest_promoted_is_champion(store: Store) -> None:
     assert champion_json(store) is None
     win = decide_promotion(
