@@ -10,8 +10,10 @@ the other half. Online GRPO (:func:`~knowlyr.train.run.train_grpo`: KnowlyrGRPOT
 the episode's outcome) must then raise held-out success significantly (one-sided Fisher exact
 test, p < 0.01), and the trainer's logs must show the reward it learned from.
 
-With ``learning_rate=0`` the same run leaves success where it was (checked by hand: 0.49 ->
-0.48 held-out, logged reward flat), so the test measures learning, not sampling noise.
+Measured here: 0.48 -> 0.93 held-out success (n=200 each, p=5e-24), logged reward 0.59 (step
+1) -> 0.94 (last 5 of 20 steps); ~3 minutes in all, GRPO itself ~20 s. With
+``learning_rate=0`` the same run fails the test (checked by hand: 0.48 -> 0.48, p=0.54,
+logged reward 0.59 -> 0.54), so it measures learning, not sampling noise.
 """
 
 from __future__ import annotations
@@ -146,7 +148,8 @@ def test_online_grpo_raises_success_of_a_partly_right_policy(tmp_path, one_threa
         f"\nonline GRPO ({FAMILY}): held-out success {s0 / n:.2f} -> {s1 / n:.2f} "
         f"(n={n} sampled episodes each, one-sided Fisher p={p:.1e}); logged reward "
         f"{rewards[0]:.2f} (step 1) -> {sum(rewards[-5:]) / 5:.2f} (last 5 of {len(rewards)}); "
-        f"warm-up {warmup_s:.0f}s, GRPO {grpo_s:.0f}s, total {time.perf_counter() - started:.0f}s"
+        f"warm-up {warmup_s:.0f}s ({(chunk + 1) * 200} expert SFT steps), GRPO {grpo_s:.0f}s, "
+        f"total {time.perf_counter() - started:.0f}s"
     )
     assert p < 0.01 and s1 > s0
 
