@@ -25,7 +25,7 @@ def agent_factory(
             ``ANTHROPIC_BASE_URL``).
         seed: the seed of the noisy / random agents, and of a sampling checkpoint.
         temperature: a checkpoint's sampling temperature (0: greedy; collection with several
-            attempts per task samples, e.g. 1.0).
+            attempts per task samples, e.g. 1.0); an API agent's ``temperature`` when above 0.
         max_new_tokens: a checkpoint's generation limit per turn.
 
     Raises:
@@ -73,7 +73,9 @@ def agent_factory(
             from knowlyr.agents.anthropic_agent import AnthropicAgent as api_agent
         model, base_url = split_base_url(arg)
         api_agent(model, base_url=base_url).close()  # a missing key fails here, not per episode
-        return lambda: api_agent(model, base_url=base_url)
+        # a sampling temperature goes to the API; 0 leaves the server's default decoding
+        kwargs = {"temperature": temperature} if temperature > 0 else {}
+        return lambda: api_agent(model, base_url=base_url, **kwargs)
     raise ValueError(
         "agent must be 'expert', 'noisy[:p]', 'random', 'checkpoint:<path>', "
         f"'openai:<model>[@<base_url>]' or 'anthropic:<model>[@<base_url>]', got {agent!r}"
