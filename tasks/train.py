@@ -76,7 +76,7 @@ class TrainParams(BaseModel):
     env_id: str | None = Field(
         None, description="grpo: the env its episodes run in (iterate: the task source's env)"
     )
-    num_generations: int = Field(4, ge=2, description="grpo: episodes per prompt (the group)")
+    num_generations: int = Field(8, ge=2, description="grpo: episodes per prompt (the group)")
     temperature: float = Field(1.0, gt=0, description="grpo: rollout sampling temperature")
     max_steps: int = Field(4, gt=0, description="grpo: tool calls per episode")
 

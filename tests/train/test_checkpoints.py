@@ -106,3 +106,20 @@ def test_trainer_logs_go_to_the_logger_not_stdout_and_dpo_trains_from_a_checkpoi
     )
     assert dpo.blob != init.blob and dpo.metrics["train_loss"] > 0
     assert load_model(dpo.path)[0].config.hidden_size == 32
+
+
+def test_grpo_trains_a_checkpoint_online_in_the_env(store: Store, expert_and_random) -> None:
+    from knowlyr.export import export_grpo
+    from knowlyr.train.checkpoints import train_grpo_checkpoint
+
+    good, _ = expert_and_random
+    init = init_policy(store, export_sft(good[:8]).dataset, dataset_name="g", hidden_size=32,
+                       num_layers=1, seed=1)  # fmt: skip
+    prompts = export_grpo(good[:4]).dataset
+    out = train_grpo_checkpoint(
+        store, prompts, init=init.path, output_dir=store.root + "/grpo", env_id="knowlyr/conversation",
+        env_kwargs={"family": "order_status"}, batch_size=4, num_generations=2, epochs=1,
+        max_steps=2, max_completion_length=64,
+    )  # fmt: skip
+    assert out.blob != init.blob and (out.path / "config.json").is_file()
+    assert "train_loss" in out.metrics
