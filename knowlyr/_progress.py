@@ -4,40 +4,36 @@ the flow's own progress (``make run`` printed hundreds)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from knowlyr._setting import SharedSetting
 
 __all__ = ["quiet_progress"]
 
 
-_lock = threading.Lock()
-_users = 0
-_saved: tuple[bool, bool] = (True, True)
+def _get() -> tuple[bool, bool]:
+    import datasets
+    import transformers
+
+    return datasets.is_progress_bar_enabled(), transformers.utils.logging.is_progress_bar_enabled()
+
+
+def _put(enabled: tuple[bool, bool]) -> None:
+    import datasets
+    import transformers
+
+    bars = transformers.utils.logging
+    datasets.enable_progress_bars() if enabled[0] else datasets.disable_progress_bars()
+    bars.enable_progress_bar() if enabled[1] else bars.disable_progress_bar()
+
+
+_BARS = SharedSetting(_get, _put)
 
 
 @contextmanager
 def quiet_progress() -> Iterator[None]:
-    """No ``datasets`` / ``transformers`` progress bars inside (process-wide; nested and
-    concurrent users share one save / restore)."""
-    import datasets
-    import transformers
-
-    global _users, _saved
-    bars = transformers.utils.logging
-    with _lock:
-        if _users == 0:
-            _saved = (datasets.is_progress_bar_enabled(), bars.is_progress_bar_enabled())
-            datasets.disable_progress_bars()
-            bars.disable_progress_bar()
-        _users += 1
-    try:
+    """No ``datasets`` / ``transformers`` progress bars inside (process-wide, shared by
+    concurrent users)."""
+    with _BARS.held(lambda _: (False, False)):
         yield
-    finally:
-        with _lock:
-            _users -= 1
-            if _users == 0:
-                if _saved[0]:
-                    datasets.enable_progress_bars()
-                if _saved[1]:
-                    bars.enable_progress_bar()

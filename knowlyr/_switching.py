@@ -20,32 +20,20 @@ Example:
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from knowlyr._setting import SharedSetting
+
 __all__ = ["fine_gil_switching"]
 
-_lock = threading.Lock()
-_users = 0
-_saved = 0.005
+_SWITCHING = SharedSetting(sys.getswitchinterval, sys.setswitchinterval)
 
 
 @contextmanager
 def fine_gil_switching(interval: float = 1e-4) -> Iterator[None]:
     """Run the block with the GIL switch interval at most ``interval`` seconds."""
-    global _users, _saved
     if interval <= 0:
         raise ValueError(f"interval must be positive, got {interval}")
-    with _lock:
-        if _users == 0:
-            _saved = sys.getswitchinterval()
-        _users += 1
-        sys.setswitchinterval(min(sys.getswitchinterval(), interval))
-    try:
+    with _SWITCHING.held(lambda now: min(now, interval)):
         yield
-    finally:
-        with _lock:
-            _users -= 1
-            if _users == 0:
-                sys.setswitchinterval(_saved)

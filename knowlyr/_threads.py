@@ -9,19 +9,31 @@ took 188 s with 2 threads and 65 s with 1, to the same loss.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from knowlyr._setting import SharedSetting
 
 __all__ = ["SMALL_MODEL_PARAMS", "one_thread", "small_cpu_model"]
 
 #: Models below this many parameters run on one CPU thread.
 SMALL_MODEL_PARAMS = 20_000_000
 
-_lock = threading.Lock()
-_users = 0
-_saved = 0
+
+def _get() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _put(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(n)
+
+
+TORCH_THREADS = SharedSetting(_get, _put)
 
 
 def small_cpu_model(model: Any) -> bool:
@@ -34,23 +46,7 @@ def small_cpu_model(model: Any) -> bool:
 
 @contextmanager
 def one_thread() -> Iterator[None]:
-    """torch on one intra-op thread while the block runs.
-
-    The setting is process-wide: nested and concurrent users share one save and restore, so
-    the last one out puts back what was there before the first one came in.
-    """
-    import torch
-
-    global _users, _saved
-    with _lock:
-        if _users == 0:
-            _saved = torch.get_num_threads()
-            torch.set_num_threads(1)
-        _users += 1
-    try:
+    """torch on one intra-op thread while the block runs (process-wide, shared by concurrent
+    users: the last one out puts back what the first one in found)."""
+    with TORCH_THREADS.held(lambda _: 1):
         yield
-    finally:
-        with _lock:
-            _users -= 1
-            if _users == 0:
-                torch.set_num_threads(_saved)

@@ -147,6 +147,24 @@ def init_policy(
     return StoredCheckpoint(name=name, path=folder, blob=archive_checkpoint(store, folder))
 
 
+def _load(init: str | Path) -> tuple[Any, Any]:
+    from knowlyr.train.models import load_model
+
+    with MODEL_LOAD_LOCK:
+        return load_model(init)
+
+
+def _stored(store: Store, result: Any) -> StoredCheckpoint:
+    """A finished :class:`~knowlyr.train.run.TrainResult`, archived into the store."""
+    return StoredCheckpoint(
+        name=Path(result.path).name,
+        path=Path(result.path),
+        blob=archive_checkpoint(store, result.path),
+        metrics={k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)},
+        seconds=result.seconds,
+    )
+
+
 def train_sft_checkpoint(
     store: Store,
     dataset: Any,
@@ -186,12 +204,10 @@ def train_sft_checkpoint(
         >>> out = train_sft_checkpoint(store, ds, init=ckpt.path, output_dir="runs/sft")  # doctest: +SKIP
         >>> out.metrics["train_loss"]  # doctest: +SKIP
     """
-    from knowlyr.train.models import load_model
     from knowlyr.train.run import train_sft
     from knowlyr.train.sft_config import KnowlyrSFTConfig
 
-    with MODEL_LOAD_LOCK:
-        model, tok = load_model(init)
+    model, tok = _load(init)
     config = KnowlyrSFTConfig(
         output_dir=str(output_dir),
         learning_rate=learning_rate,
@@ -203,13 +219,8 @@ def train_sft_checkpoint(
         seed=seed,
     )
     extra = {"eval_dataset": eval_dataset} if eval_dataset is not None else {}
-    result = train_sft(dataset, model, tok, config, callbacks=list(callbacks), **extra)
-    return StoredCheckpoint(
-        name=Path(result.path).name,
-        path=Path(result.path),
-        blob=archive_checkpoint(store, result.path),
-        metrics={k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)},
-        seconds=result.seconds,
+    return _stored(
+        store, train_sft(dataset, model, tok, config, callbacks=list(callbacks), **extra)
     )
 
 
@@ -244,11 +255,9 @@ def train_dpo_checkpoint(
         callbacks: ``transformers.TrainerCallback`` objects.
     """
     from knowlyr.train.dpo_config import KnowlyrDPOConfig
-    from knowlyr.train.models import load_model
     from knowlyr.train.run import train_dpo
 
-    with MODEL_LOAD_LOCK:
-        model, tok = load_model(init)
+    model, tok = _load(init)
     config = KnowlyrDPOConfig(
         output_dir=str(output_dir),
         learning_rate=learning_rate,
@@ -259,14 +268,7 @@ def train_dpo_checkpoint(
         seed=seed,
         beta=beta,
     )
-    result = train_dpo(dataset, model, tok, config, callbacks=list(callbacks))
-    return StoredCheckpoint(
-        name=Path(result.path).name,
-        path=Path(result.path),
-        blob=archive_checkpoint(store, result.path),
-        metrics={k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)},
-        seconds=result.seconds,
-    )
+    return _stored(store, train_dpo(dataset, model, tok, config, callbacks=list(callbacks)))
 
 
 def train_grpo_checkpoint(
@@ -317,11 +319,9 @@ def train_grpo_checkpoint(
     """
     from knowlyr.train.grpo_config import KnowlyrGRPOConfig
     from knowlyr.train.grpo_trainer import environment_factory_for
-    from knowlyr.train.models import load_model
     from knowlyr.train.run import dataset_prompt_info, train_grpo
 
-    with MODEL_LOAD_LOCK:
-        model, tok = load_model(init)
+    model, tok = _load(init)
     batch = max(num_generations, batch_size - batch_size % num_generations)
     config = KnowlyrGRPOConfig(
         output_dir=str(output_dir),
@@ -346,10 +346,4 @@ def train_grpo_checkpoint(
     result = train_grpo(
         dataset, model, tok, config, environment_factory=factory, callbacks=list(callbacks)
     )
-    return StoredCheckpoint(
-        name=Path(result.path).name,
-        path=Path(result.path),
-        blob=archive_checkpoint(store, result.path),
-        metrics={k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)},
-        seconds=result.seconds,
-    )
+    return _stored(store, result)

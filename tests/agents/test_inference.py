@@ -137,6 +137,6 @@ def test_a_tiny_model_decodes_on_one_thread_and_restores_the_setting(tmp_path):
     try:
         bridge.generate([{"role": "user", "content": "hi"}])
         assert seen and set(seen) == {1}
-        assert torch.get_num_threads() == 2 and _threads._users == 0
+        assert torch.get_num_threads() == 2 and _threads.TORCH_THREADS.users == 0
     finally:
         torch.set_num_threads(before)
