@@ -160,13 +160,8 @@ def main() -> int:
         ]
     else:
         sources = NIGHTLY_MIX
-    if args.method == "sft":
-        train = TrainParams(
-            epochs=args.epochs, learning_rate=args.lr, restarts=1, target_eval_loss=None
-        )
-    else:
-        train = TrainParams(method="dpo", epochs=args.epochs, learning_rate=args.lr, restarts=1,
-                            target_eval_loss=None, validation_fraction=0)  # fmt: skip
+    train = TrainParams(method=args.method, epochs=args.epochs, learning_rate=args.lr, restarts=1,
+                        target_eval_loss=None, validation_fraction=0)  # fmt: skip
     warm_train = TrainParams(epochs=args.warmup_epochs, restarts=1, target_eval_loss=None)
     params = IterateParams(
         store_url=store_url,

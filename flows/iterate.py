@@ -104,7 +104,7 @@ class IterateParams(BaseModel):
     )
     train: TrainParams = Field(
         default_factory=lambda: TrainParams(
-            epochs=3, learning_rate=1e-3, restarts=1, target_eval_loss=None
+            epochs=3, learning_rate=1e-3, restarts=1, target_eval_loss=None, validation_fraction=0
         ),
         description="training from the champion (method: sft | dpo | grpo)",
     )
@@ -141,7 +141,7 @@ class IterateParams(BaseModel):
                 shards=2, max_steps=3,
             ),
             export=ExportParams(suite="conversation", family="order_status"),
-            train=TrainParams(epochs=1, restarts=1, target_eval_loss=None),
+            train=TrainParams(epochs=1, restarts=1, target_eval_loss=None, validation_fraction=0),
             evaluate=EvalParams(episodes=6, max_new_tokens=24, max_steps=2),
         )  # fmt: skip
         return base.model_copy(update=overrides)
