@@ -34,7 +34,13 @@ from knowlyr.agents.base import Agent
 from knowlyr.core.env import Action
 from knowlyr.errors import ConfigError
 
-__all__ = ["MARKER_FILE", "AgentInference", "ModelAgent", "load_tokenizer"]
+__all__ = ["MARKER_FILE", "MODEL_LOAD_LOCK", "AgentInference", "ModelAgent", "load_tokenizer"]
+
+#: transformers builds a model under process-wide settings (the default device is ``meta``
+#: while weights load), so two threads of one process must not load models at the same time:
+#: two collection shards loading one checkpoint at once left one with garbage weights and the
+#: process's default device stuck on ``meta``. Every knowlyr model load holds this lock.
+MODEL_LOAD_LOCK = threading.RLock()
 
 #: Written next to a checkpoint by :func:`knowlyr.train.models.save_model`: how to reload the
 #: tokenizer, and the tool schemas and system prompt the model was trained with.
@@ -128,8 +134,6 @@ class AgentInference:
         top_p: float = 1.0,
     ) -> AgentInference:
         """Load a checkpoint folder; its tools and system prompt come from :data:`MARKER_FILE`."""
-        from transformers import AutoModelForCausalLM
-
         path = Path(path)
         if not (path / "config.json").is_file():
             raise ConfigError(
@@ -138,7 +142,10 @@ class AgentInference:
         kwargs: dict[str, Any] = {"local_files_only": True}
         if dtype is not None:
             kwargs["dtype"] = dtype
-        with quiet_progress():
+        with MODEL_LOAD_LOCK, quiet_progress():
+            # the import too: transformers' lazy module fails a first import racing another
+            from transformers import AutoModelForCausalLM
+
             model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
         if device is not None:
             model.to(device)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import io
 import tarfile
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from knowlyr.agents.inference import MODEL_LOAD_LOCK
 
 if TYPE_CHECKING:
     from knowlyr.store import Store
@@ -31,10 +32,6 @@ __all__ = [
     "train_sft_checkpoint",
     "unpack_checkpoint",
 ]
-
-# transformers builds a model under process-wide settings (meta device, default dtype) while
-# it loads weights, so two threads of one process must not load models at the same time.
-MODEL_LOAD_LOCK = threading.Lock()
 
 
 @dataclass
@@ -139,8 +136,7 @@ def init_policy(
         )
         name = f"init-tiny-{num_layers}x{hidden_size}"
     else:
-        with MODEL_LOAD_LOCK:
-            net, tok = load_model(model)
+        net, tok = load_model(model)
         name = f"init-{Path(model).name}"
     folder = checkpoint_root(store) / f"{dataset_name}-{name}-s{seed}"
     save_model(net, tok, folder, **dataset_prompt_info(dataset))
@@ -150,8 +146,7 @@ def init_policy(
 def _load(init: str | Path) -> tuple[Any, Any]:
     from knowlyr.train.models import load_model
 
-    with MODEL_LOAD_LOCK:
-        return load_model(init)
+    return load_model(init)
 
 
 def _stored(store: Store, result: Any) -> StoredCheckpoint:

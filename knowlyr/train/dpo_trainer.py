@@ -18,6 +18,7 @@ from typing import Any
 
 from trl import DPOTrainer
 
+from knowlyr.agents.inference import MODEL_LOAD_LOCK
 from knowlyr.errors import TrainError
 from knowlyr.train._defaults import lora_config
 from knowlyr.train.dpo_config import KnowlyrDPOConfig
@@ -55,7 +56,8 @@ class KnowlyrDPOTrainer(DPOTrainer):
         ):
             # TRL reloads the reference from the model's path; an in-memory model (e.g. a tiny
             # one built on the fly) has none, so the reference is a frozen copy of it.
-            ref = copy.deepcopy(model).eval()
+            with MODEL_LOAD_LOCK:  # no other thread's model load may patch construction meanwhile
+                ref = copy.deepcopy(model).eval()
             for p in ref.parameters():
                 p.requires_grad_(False)
             kwargs["ref_model"] = ref

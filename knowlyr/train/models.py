@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from knowlyr._progress import quiet_progress
-from knowlyr.agents.inference import MARKER_FILE, load_tokenizer, read_marker
+from knowlyr.agents.inference import MARKER_FILE, MODEL_LOAD_LOCK, load_tokenizer, read_marker
 from knowlyr.errors import ConfigError, TrainError
 
 __all__ = [
@@ -221,7 +221,6 @@ def load_model(path: str | os.PathLike[str], *, dtype: Any = None) -> tuple[Any,
     ``path`` may also be ``"smollm2-135m"``: the cached conversion of SmolLM2-135M-Instruct
     (see :func:`smollm2_checkpoint`).
     """
-    from transformers import AutoModelForCausalLM
 
     if str(path).lower() in {"smollm2", "smollm2-135m", "smollm2-135m-instruct"}:
         path = smollm2_checkpoint()
@@ -234,7 +233,9 @@ def load_model(path: str | os.PathLike[str], *, dtype: Any = None) -> tuple[Any,
     kwargs: dict[str, Any] = {"local_files_only": True}
     if dtype is not None:
         kwargs["dtype"] = dtype
-    with quiet_progress():
+    with MODEL_LOAD_LOCK, quiet_progress():
+        from transformers import AutoModelForCausalLM  # under the lock (see MODEL_LOAD_LOCK)
+
         model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
     return model, load_tokenizer(path)
 

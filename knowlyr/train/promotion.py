@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from knowlyr.train.checkpoints import MODEL_LOAD_LOCK
 from knowlyr.train.evaluation import ComparisonReport, EvalResult
 
 if TYPE_CHECKING:
@@ -57,8 +56,7 @@ def evaluate_checkpoint(
     from knowlyr.agents.inference import AgentInference
     from knowlyr.train.evaluation import evaluate_agent
 
-    with MODEL_LOAD_LOCK:
-        bridge = AgentInference.from_pretrained(path, max_new_tokens=max_new_tokens)
+    bridge = AgentInference.from_pretrained(path, max_new_tokens=max_new_tokens)
     return evaluate_agent(
         env_id,
         bridge.create_agent(name=name),

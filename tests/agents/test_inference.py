@@ -140,3 +140,32 @@ def test_a_tiny_model_decodes_on_one_thread_and_restores_the_setting(tmp_path):
         assert torch.get_num_threads() == 2 and _threads.TORCH_THREADS.users == 0
     finally:
         torch.set_num_threads(before)
+
+
+def test_threads_loading_one_checkpoint_at_once_all_get_its_weights(tmp_path):
+    """Two collection shards load the champion at the same moment; without the load lock one of
+    them got an lm_head left on the meta device (and the process's default device stuck)."""
+    import threading
+
+    import torch
+
+    from knowlyr.agents.spec import agent_factory
+
+    ds = export_sft(_trajs(), system_prompt="S").dataset
+    model, tok = build_tiny_model_for(ds, seed=0)
+    save_model(model, tok, tmp_path / "m")
+    expected = {n: p.clone() for n, p in model.named_parameters()}
+    factory = agent_factory(f"checkpoint:{tmp_path / 'm'}")
+    for _ in range(3):
+        agents: list = []
+        threads = [threading.Thread(target=lambda a=agents: a.append(factory())) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(agents) == 4
+        for a in agents:
+            params = dict(a.inference.model.named_parameters())
+            assert not any(p.is_meta for p in params.values())
+            assert all(torch.equal(params[n], w) for n, w in expected.items())
+    assert str(torch.get_default_device()) == "cpu"
