@@ -203,13 +203,14 @@ def main() -> int:
     results: dict[str, list[bool]] = {}
     rows = []
     for n in nights:
+        label = f"night {n['night']} champion" + (" (after a warm-up night)" if n["warmup"] else "")
         if n["champion"] is None:
-            rows.append((f"night {n['night']} champion", None))
+            rows.append((label, None))
             continue
         blob = n["champion"].blob
         if blob not in results:
             results[blob] = evaluate_folder(checkpoint_path(n["champion"]), final, args.max_steps)
-        rows.append((f"night {n['night']} champion", results[blob]))
+        rows.append((label, results[blob]))
     loop_rollouts = sum(n["collected"] for n in nights if not n["warmup"])
     if not args.no_expert_baseline and loop_rollouts:
         t0 = time.perf_counter()
@@ -228,7 +229,10 @@ def main() -> int:
             continue
         lo, hi = wilson(sum(succ), len(succ))
         print(f"{name:<44} {sum(succ) / len(succ):>8.1%}  {lo:.1%}–{hi:.1%}")
-    print("(night 0 champion = SFT on the warm-up only)")
+    print(
+        "(a champion after a warm-up night is SFT on the warm-up's expert episodes only; a warm-up"
+    )
+    print(" whose policy was never right is not promoted, and the next night warms up again)")
     champs = [
         (n["night"], results[n["champion"].blob]) for n in nights if n["champion"] is not None
     ]
