@@ -175,7 +175,7 @@ def train_sft_checkpoint(
 ) -> StoredCheckpoint:
     """SFT the model folder ``init`` on ``dataset`` with TRL; archive the result into the store.
 
-    Logs about four times an epoch, without progress bars. With ``eval_dataset`` the final
+    Logs about once an epoch (to the ``knowlyr.train`` logger), without progress bars. With ``eval_dataset`` the final
     model is evaluated on it and the metrics carry ``eval_loss`` (see
     :mod:`knowlyr.train.selection`).
 
@@ -209,7 +209,7 @@ def train_sft_checkpoint(
         per_device_train_batch_size=batch_size,
         per_device_eval_batch_size=batch_size,
         num_train_epochs=epochs,
-        logging_steps=max(1, len(dataset) // batch_size // 4),
+        logging_steps=max(1, len(dataset) // batch_size),
         disable_tqdm=True,
         seed=seed,
     )
@@ -235,7 +235,7 @@ def train_dpo_checkpoint(
     """DPO the model folder ``init`` on preference pairs with TRL; archive the result.
 
     ``init`` is both the policy's start and the frozen reference (the champion, in the
-    nightly loop). Logs about four times an epoch, without progress bars.
+    nightly loop). Logs about once an epoch (to the ``knowlyr.train`` logger), without progress bars.
 
     Args:
         store: the store to archive into.
@@ -258,7 +258,7 @@ def train_dpo_checkpoint(
         learning_rate=learning_rate,
         per_device_train_batch_size=batch_size,
         num_train_epochs=epochs,
-        logging_steps=max(1, len(dataset) // batch_size // 4),
+        logging_steps=max(1, len(dataset) // batch_size),
         disable_tqdm=True,
         seed=seed,
         beta=beta,
