@@ -20,18 +20,16 @@ from knowlyr.recorder.base import (
     register_adapter,
     unregister_adapter,
 )
+from knowlyr.recorder.files import detect_format, iter_files, shown_path
 from knowlyr.recorder.pipeline import (
     Converted,
     ConvertReport,
     Encoded,
     Rejected,
     convert,
-    detect_format,
     iter_bytes,
     iter_encoded,
-    iter_files,
     iter_records,
-    shown_path,
 )
 from knowlyr.recorder.redact import (
     PII_CLASSES,

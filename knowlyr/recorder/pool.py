@@ -33,16 +33,13 @@ from typing import Any
 from knowlyr._gc import paused
 from knowlyr.errors import RecordError
 from knowlyr.recorder.base import get_adapter
+from knowlyr.recorder.files import _first_line_obj, _is_gz, _is_lines, _sniff
 from knowlyr.recorder.pipeline import (
     Converted,
     Encoded,
     Rejected,
-    _first_line_obj,
-    _is_gz,
-    _is_lines,
     _iter_file,
     _iter_lines,
-    _sniff,
     _Writer,
 )
 from knowlyr.recorder.transfer import pack_trajectory, unpack_trajectory
