@@ -102,7 +102,6 @@ class ServedAgent(Agent):
 
 
 def train_checkpoint(out: Path) -> Path:
-    import torch
 
     from knowlyr.export import export_sft
     from knowlyr.train.models import build_tiny_model_for
@@ -123,12 +122,7 @@ def train_checkpoint(out: Path) -> Path:
         disable_tqdm=True,
         seed=0,
     )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return train_sft(ds, model, tok, config).path
-    finally:
-        torch.set_num_threads(threads)
+    return train_sft(ds, model, tok, config).path  # one torch thread: see knowlyr._threads
 
 
 def run(factory, n: int, in_flight: int) -> tuple[float, float, float]:

@@ -54,7 +54,6 @@ SYSTEM = "You answer customers' questions about their orders."
 def checkpoint(tmp_path_factory) -> Path:
     """A tiny Qwen2 after 300 SFT steps: the tool-call format learned and order ids copied, the
     status mostly guessed (about a third of held-out episodes succeed)."""
-    import torch
 
     from knowlyr.export import export_sft
     from knowlyr.train.models import build_tiny_model_for
@@ -75,12 +74,7 @@ def checkpoint(tmp_path_factory) -> Path:
         disable_tqdm=True,
         seed=0,
     )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models train faster on one thread
-    try:
-        return train_sft(ds, model, tok, config).path
-    finally:
-        torch.set_num_threads(threads)
+    return train_sft(ds, model, tok, config).path  # one torch thread: see knowlyr._threads
 
 
 def _gone(pid: int) -> bool:

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-import torch
-
 from knowlyr.agents import ExpertAgent
 from knowlyr.agents.inference import AgentInference
 from knowlyr.export import export_sft
@@ -29,16 +26,7 @@ ENV = "knowlyr/conversation"
 SYSTEM = "You answer customers' questions about their orders."
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models train ~5x faster on one thread when the CPU is shared (no OpenMP spinning)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-def test_sft_from_scratch_beats_untrained_model_on_heldout_tasks(tmp_path, one_thread):
+def test_sft_from_scratch_beats_untrained_model_on_heldout_tasks(tmp_path):
     trajs = collect(
         ENV, ExpertAgent, 2000, seed=0, env_kwargs={"family": "order_status", "split": "train"}
     )

@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 
 import pytest
-import torch
 from scipy.stats import fisher_exact
 
 from knowlyr.agents import ExpertAgent, NoisyExpert
@@ -40,15 +39,6 @@ ENV = "knowlyr/conversation"
 FAMILY = "order_status"
 SYSTEM = "You answer customers' questions about their orders."
 HELDOUT_EPISODES = 200
-
-
-@pytest.fixture
-def one_thread():
-    """Tiny models train ~5x faster on one thread when the CPU is shared (no OpenMP spinning)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _sft(dataset, model, tok, out, *, learning_rate: float, steps: int, seed: int = 0) -> None:
@@ -80,7 +70,7 @@ def _heldout_success(inference: AgentInference) -> list[bool]:
 
 
 @pytest.mark.slow
-def test_online_grpo_raises_success_of_a_partly_right_policy(tmp_path, one_thread):
+def test_online_grpo_raises_success_of_a_partly_right_policy(tmp_path):
     started = time.perf_counter()
     train_split = {"family": FAMILY, "split": "train"}
     expert = collect(ENV, ExpertAgent, 300, seed=0, env_kwargs=train_split)
