@@ -16,7 +16,8 @@ a one-sided Fisher exact test of the last night's champion against night 0's.
 
 Beside it, in the same run and on the same final sample:
 
-- **SFT on the warm-up only**: night 0's champion is exactly that policy;
+- **SFT on the warm-up only**: the first champion is exactly that policy (night 0's, or the
+  next night's when the first warm-up was never right and so was not promoted);
 - **SFT on expert data of the loop's size**: a tiny model trained from scratch on as many
   expert episodes as the loop collected rollouts (the same task sources, train split), with
   the warm-up's training settings.
