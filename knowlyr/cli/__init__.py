@@ -12,6 +12,7 @@ from knowlyr.cli import sandbox as _sandbox
 from knowlyr.cli import serve as _serve
 from knowlyr.cli import store as _store
 from knowlyr.cli import train as _train
+from knowlyr.cli import view as _view
 
 app = typer.Typer(
     name="knowlyr",
@@ -27,6 +28,7 @@ _sandbox.install(app)
 _serve.install(app)
 _store.install(app)
 _train.install(app)
+_view.install(app)
 
 
 def main() -> None:

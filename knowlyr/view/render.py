@@ -1,0 +1,147 @@
+"""HTML of the viewer's pages: Jinja templates (autoescaped) and the links between pages.
+
+The same templates render the live app and the static export; only :class:`Links` differs.
+:class:`ServerLinks` points at the app's routes; :class:`StaticLinks` at the files of an
+export (relative names in one folder, so the pages open from disk without a server), and to
+nothing (plain text) for pages the export does not hold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import datetime
+from functools import cache
+from typing import Any
+from urllib.parse import quote, urlencode
+
+__all__ = ["Links", "ServerLinks", "StaticLinks", "render"]
+
+
+class Links:
+    """Where a page links to; ``None`` means "not linked" (rendered as plain text)."""
+
+    def list(self, params: dict[str, str] | None = None) -> str | None:
+        raise NotImplementedError
+
+    def trajectory(self, id: str, **params: str) -> str | None:
+        raise NotImplementedError
+
+    def compare(self, a: str, b: str) -> str | None:
+        raise NotImplementedError
+
+    def pair(self, pair_id: str) -> str | None:
+        raise NotImplementedError
+
+    def blob(self, digest: str) -> str | None:
+        raise NotImplementedError
+
+
+class ServerLinks(Links):
+    """Links to the app's routes (``/``, ``/t/ID``, ``/compare/A/B``, ``/pair/ID``, ``/blob/H``)."""
+
+    def list(self, params: dict[str, str] | None = None) -> str:
+        return "/" + (f"?{urlencode(params)}" if params else "")
+
+    def trajectory(self, id: str, **params: str) -> str:
+        q = {k: v for k, v in params.items() if v not in (None, "")}
+        return f"/t/{quote(id)}" + (f"?{urlencode(q)}" if q else "")
+
+    def compare(self, a: str, b: str) -> str:
+        return f"/compare/{quote(a)}/{quote(b)}"
+
+    def pair(self, pair_id: str) -> str:
+        return f"/pair/{quote(pair_id)}"
+
+    def blob(self, digest: str) -> str:
+        return f"/blob/{quote(digest)}"
+
+
+class StaticLinks(Links):
+    """Links between the files of a static export (see :func:`knowlyr.view.export.export_pages`).
+
+    Args:
+        trajectories: ids with a page in the export (``t-<id>.html``).
+        pairs: ``(chosen, rejected)`` or ``(a, b)`` pairs with a page (``pair-<a>-<b>.html``).
+        pair_ids: stored pair ids -> the ``(chosen, rejected)`` page that shows them.
+        blobs: blob hash -> file name under ``blobs/``.
+    """
+
+    def __init__(
+        self,
+        trajectories: Iterable[str] = (),
+        pairs: Iterable[tuple[str, str]] = (),
+        pair_ids: dict[str, tuple[str, str]] | None = None,
+        blobs: dict[str, str] | None = None,
+    ):
+        self.trajectories = set(trajectories)
+        self.pairs = {frozenset(p): p for p in pairs}
+        self.pair_ids = dict(pair_ids or {})
+        self.blobs = dict(blobs or {})
+
+    @staticmethod
+    def trajectory_file(id: str) -> str:
+        return f"t-{id}.html"
+
+    @staticmethod
+    def pair_file(a: str, b: str) -> str:
+        return f"pair-{a[:16]}-{b[:16]}.html"
+
+    def list(self, params: dict[str, str] | None = None) -> str | None:
+        return None if params else "index.html"
+
+    def trajectory(self, id: str, **params: str) -> str | None:
+        if id in self.trajectories and not any(params.values()):
+            return self.trajectory_file(id)
+        return None
+
+    def compare(self, a: str, b: str) -> str | None:
+        p = self.pairs.get(frozenset((a, b)))
+        return self.pair_file(*p) if p else None
+
+    def pair(self, pair_id: str) -> str | None:
+        p = self.pair_ids.get(pair_id)
+        return self.compare(*p) if p else None
+
+    def blob(self, digest: str) -> str | None:
+        name = self.blobs.get(digest)
+        return f"blobs/{name}" if name else None
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.{digits}f}"
+
+
+def _when(x: datetime | None) -> str:
+    return "–" if x is None else x.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _outcome(success: bool | None) -> str:
+    return {True: "success", False: "failure", None: "unknown"}[success]
+
+
+def _lines(text: str | None) -> int:
+    return 0 if not text else text.count("\n") + 1
+
+
+@cache
+def _env() -> Any:
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    env = Environment(
+        loader=PackageLoader("knowlyr.view", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(num=_num, when=_when, outcome=_outcome, lines=_lines)
+    env.globals.update(fold_chars=600, fold_lines=12)
+    return env
+
+
+def render(template: str, links: Links, **context: Any) -> str:
+    """Render ``template`` (a file of ``knowlyr/view/templates``) with ``links``."""
+    return _env().get_template(template).render(links=links, **context)
