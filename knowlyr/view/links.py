@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from knowlyr.store import Store
     from knowlyr.trajectory import Step, Trajectory
+    from knowlyr.view.pages import FileDiff
 
 __all__ = [
     "DEFAULT_URL",
@@ -152,7 +153,7 @@ def _describe(row: dict[str, Any], base: str | None) -> str:
     )
 
 
-def _step_line(step: Step, reward: float | None) -> str:
+def _step_line(step: Step, reward: float | None, edits: list[FileDiff]) -> str:
     parts = [f"step {step.index}"]
     if step.action is not None:
         cmd = next((v for v in step.action.params.values() if isinstance(v, str)), "")
@@ -164,8 +165,13 @@ def _step_line(step: Step, reward: float | None) -> str:
         parts.append(("→ " if code is None else f"→ exit {code} ") + _cell(step.observation.output))
     if reward is not None:
         parts.append(f"reward {reward:.2f}")
-    line = " · ".join(parts)
-    return f"- {line}" + (f"\n  - thought: {_cell(step.thought)}" if step.thought else "")
+    lines = [f"- {' · '.join(parts)}"]
+    if step.thought:
+        lines.append(f"  - thought: {_cell(step.thought)}")
+    changed = [text for d in edits for kind, text in d.lines if kind in ("add", "del")]
+    if changed:
+        lines.append(f"  - edit: {' '.join(_cell(x) for x in changed[:4])}")
+    return "\n".join(lines)
 
 
 def _first_difference(a: Trajectory, b: Trajectory) -> int:
@@ -195,6 +201,8 @@ def highlights_markdown(
     """A markdown section linking the viewer pages of the batch's best, worst and
     most-changed trajectories, with ``steps`` steps of the most-changed pair from where they
     differ (see the module docstring). ``store`` must be the store the viewer serves."""
+    from knowlyr.view.pages import step_diffs
+
     h = highlights(store, ids)
     start = f"`knowlyr view --store {store.url}`"
     head = f"Pages of the [trajectory viewer]({view_url(base)}/) (start it with {start})."
@@ -217,12 +225,15 @@ def highlights_markdown(
             if first
             else "From the first step:",
         ]
-        for label, row, t in (("before", before, ta), ("after", after, tb)):
+        labels = ("earlier", "new") if h.changed_kind.startswith("against") else ("worse", "better")
+        for label, row, t in ((labels[0], before, ta), (labels[1], after, tb)):
             rewards = _step_rewards(store, t.id)
+            edits = step_diffs(t)
             lines += ["", f"**{label}**: {_describe(row, base)}", ""]
             shown = t.steps[first : first + steps]
             for s in shown:
-                lines.append(_step_line(s, rewards[s.index] if s.index < len(rewards) else None))
+                r = rewards[s.index] if s.index < len(rewards) else None
+                lines.append(_step_line(s, r, edits[s.index]))
             if not shown:
                 lines.append("- (no more steps)")
             elif len(t.steps) > first + steps:
