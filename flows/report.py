@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from knowlyr.store import Store
+from knowlyr.view.links import added_ids, highlights_markdown
 from tasks._artifacts import (
     markdown_image,
     publish_markdown,
@@ -92,6 +93,8 @@ def iteration_report(
         ("store", f"`{store_url}`"),
     ]
     c = evaluation.of("candidate")
+    store = Store.open(store_url)
+    trajectories = highlights_markdown(store, added_ids(store, t.version) if t.new else [])
     md = "\n\n".join(
         [
             f"# Iteration (seed {seed})",
@@ -116,6 +119,8 @@ def iteration_report(
             markdown_image(plots["success.svg"], "held-out success"),
             "## Rewards",
             markdown_image(plots["rewards.svg"], "reward distribution"),
+            "## Tonight's trajectories: best, worst, most changed",
+            trajectories,
             "## Across iterations",
             markdown_image(plots["history.svg"], "success across iterations"),
             "## Store versions",

@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field
 
 from knowlyr.reward.store_io import load_calibration, preferences_from_store, score_unscored
 from knowlyr.store import Manifest, Store, TableRef
-from tasks._artifacts import publish_table, reward_stats
+from knowlyr.view.links import highlights_markdown
+from tasks._artifacts import in_run, publish_markdown, publish_table, reward_stats
 from tasks._cache import STAGE_CACHE
 
 __all__ = ["RewardParams", "RewardSummary", "build_preference_pairs", "score_trajectories"]
@@ -72,6 +73,12 @@ def score_trajectories(
         [{"trajectories": str(trajectories), "shard": shard, **stats}],
         "Rewards of the newly scored trajectories",
     )
+    if res.rewards and in_run():
+        publish_markdown(
+            "reward-trajectories",
+            highlights_markdown(store, [r.trajectory_id for r in res.rewards]),
+            "Viewer pages of the best, worst and most-changed newly scored trajectories",
+        )
     return RewardSummary(
         rewards=res.manifest,
         trajectories=trajectories,

@@ -206,12 +206,19 @@ def highlights_markdown(
     h = highlights(store, ids)
     start = f"`knowlyr view --store {store.url}`"
     head = f"Pages of the [trajectory viewer]({view_url(base)}/) (start it with {start})."
+    if not ids:
+        return f"{head}\n\nNo new trajectory in this batch."
     if h.best is None:
         return f"{head}\n\nNo trajectory of this batch has a reward yet."
     lines = [head, "", f"- best: {_describe(h.best, base)}"]
     if h.worst is not None:
         lines.append(f"- worst: {_describe(h.worst, base)}")
-    if h.changed is not None:
+    if h.changed is None:
+        lines.append(
+            f"- most changed: none, no two trajectories of one task differ in reward "
+            f"({h.scored} scored)"
+        )
+    else:
         before, after = h.changed
         gap = after["reward"] - before["reward"]
         url = compare_url(after["id"], before["id"], base=base)

@@ -65,6 +65,12 @@ def test_markdown_without_rewards_and_added_ids(demo):
     assert "No trajectory of this batch has a reward yet." in highlights_markdown(
         demo.store, ["f" * 64]
     )
+    assert "No new trajectory in this batch." in highlights_markdown(demo.store, [])
+    one = highlights_markdown(demo.store, [demo.browser.id])  # its task has no other
+    assert (
+        "- most changed: none, no two trajectories of one task differ in reward (1 scored)" in one
+    )
+    assert "- worst:" not in one
     v1 = demo.store.read("trajectories", columns=["id"])["id"].to_list()
     v0 = demo.store.read("trajectories", version=0, columns=["id"])["id"].to_list()
     assert sorted(added_ids(demo.store, 1)) == sorted(set(v1) - set(v0))
