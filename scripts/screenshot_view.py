@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         while not server.started:
             time.sleep(0.05)
         try:
-            sizes = {"view-trajectory.png": (1400, 2600), "view-pair.png": (1600, 1500)}
+            sizes = {"view-trajectory.png": (1400, 3450), "view-pair.png": (1600, 1500)}
             for name, path in pages.items():
                 width, height = sizes.get(name, (1500, 900))
                 out = screenshot(
