@@ -42,6 +42,10 @@ __all__ = [
 ]
 
 SCREENSHOT_KEYS = ("screenshot", "screenshot_blob")
+_FILE_EDITS = (
+    "edit_file",
+    "write_file",
+)  # canonical tools (knowlyr.reward.actions) that edit files
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -115,7 +119,7 @@ class PairView:
 
 def diff_lines(before: str, after: str, path: str | None) -> list[tuple[str, str]]:
     """A unified diff of ``before`` -> ``after`` as classified lines."""
-    name = path or "file"
+    name = (path or "file").lstrip("/")
     out = []
     for line in difflib.unified_diff(
         before.splitlines(), after.splitlines(), f"a/{name}", f"b/{name}", n=3, lineterm=""
@@ -166,7 +170,7 @@ def step_diffs(traj: Trajectory) -> list[list[FileDiff]]:
         f = action_facets(resolver, step.action.tool, step.action.params, open_file)
         if f.target and (f.category == "read" or f.tool == "write_file"):
             open_file = f.target
-        if f.category != "write" or f.edit_kind == NO_EDIT:
+        if f.tool not in _FILE_EDITS or f.edit_kind == NO_EDIT:  # typing into a page is no file
             out.append([])
             continue
         path = f.target
@@ -184,20 +188,17 @@ def step_diffs(traj: Trajectory) -> list[list[FileDiff]]:
             title = "write (whole file)" if before else "create"
             out.append([FileDiff(path, title, diff_lines(before, f.new or "", path))])
         else:
-            title = (
-                f"insert at line {f.old[7:]}"
-                if (f.old or "").startswith("insert:")
-                else (
-                    f"replace lines {f.old}"
-                    if f.old and re.fullmatch(r"\d+:\d+", f.old)
-                    else "edit"
-                )
-            )
-            out.append(
-                [FileDiff(path, title, [("add", f"+{x}") for x in (f.new or "").splitlines()])]
-            )
-
+            lines = [("add", f"+{x}") for x in (f.new or "").splitlines()]
+            out.append([FileDiff(path, _region_title(f.old), lines)])
     return out
+
+
+def _region_title(region: str | None) -> str:
+    if region and region.startswith("insert:"):
+        return f"insert at line {region[7:]}"
+    if region and re.fullmatch(r"\d+:\d+", region):
+        return f"replace lines {region}"
+    return "edit"
 
 
 def _screenshot(step: Step, reader: StoreReader) -> str | None:

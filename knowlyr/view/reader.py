@@ -198,11 +198,6 @@ class StoreReader:
         """``trajectory_id`` of every trajectory a run (id or unique prefix) added or saw."""
         import polars as pl
 
-        sv = self.store.version("sightings")
-        key = (run, sv)
-        with self._lock:
-            if key in self._run_ids:
-                return self._run_ids[key]
         ids = self.run_ids()
         matches = [r for r in ids if r == run] or [r for r in ids if r.startswith(run)]
         if not matches:
@@ -212,6 +207,10 @@ class StoreReader:
             )
         if len(matches) > 1:
             raise ConfigError(f"run {run!r} is ambiguous ({len(matches)} runs): give more of it")
+        key = (matches[0], self.store.version("sightings"))
+        with self._lock:
+            if key in self._run_ids:
+                return self._run_ids[key]
         df = self.store.read(
             "sightings", filter=pl.col("run_id") == matches[0], columns=["trajectory_id"]
         ).unique()

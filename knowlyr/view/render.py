@@ -12,32 +12,27 @@ import math
 from collections.abc import Iterable
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
 __all__ = ["Links", "ServerLinks", "StaticLinks", "render"]
 
 
-class Links:
+class Links(Protocol):
     """Where a page links to; ``None`` means "not linked" (rendered as plain text)."""
 
-    def list(self, params: dict[str, str] | None = None) -> str | None:
-        raise NotImplementedError
+    def list(self, params: dict[str, str] | None = None) -> str | None: ...
 
-    def trajectory(self, id: str, **params: str) -> str | None:
-        raise NotImplementedError
+    def trajectory(self, id: str, **params: str) -> str | None: ...
 
-    def compare(self, a: str, b: str) -> str | None:
-        raise NotImplementedError
+    def compare(self, a: str, b: str) -> str | None: ...
 
-    def pair(self, pair_id: str) -> str | None:
-        raise NotImplementedError
+    def pair(self, pair_id: str) -> str | None: ...
 
-    def blob(self, digest: str) -> str | None:
-        raise NotImplementedError
+    def blob(self, digest: str) -> str | None: ...
 
 
-class ServerLinks(Links):
+class ServerLinks:
     """Links to the app's routes (``/``, ``/t/ID``, ``/compare/A/B``, ``/pair/ID``, ``/blob/H``)."""
 
     def list(self, params: dict[str, str] | None = None) -> str:
@@ -57,7 +52,7 @@ class ServerLinks(Links):
         return f"/blob/{quote(digest)}"
 
 
-class StaticLinks(Links):
+class StaticLinks:
     """Links between the files of a static export (see :func:`knowlyr.view.export.export_pages`).
 
     Args:
