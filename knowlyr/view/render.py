@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
-__all__ = ["Links", "ServerLinks", "StaticLinks", "render"]
+__all__ = ["Links", "ServerLinks", "StaticLinks", "compile_templates", "render"]
 
 
 class Links(Protocol):
@@ -135,6 +135,13 @@ def _env() -> Any:
     env.filters.update(num=_num, when=_when, outcome=_outcome, lines=_lines)
     env.globals.update(fold_chars=600, fold_lines=12)
     return env
+
+
+def compile_templates() -> None:
+    """Compile every template now (the first render of each otherwise pays for it)."""
+    env = _env()
+    for name in env.list_templates(extensions=["jinja"]):
+        env.get_template(name)
 
 
 def render(template: str, links: Links, **context: Any) -> str:

@@ -234,7 +234,9 @@ def test_a_store_that_does_not_exist_is_a_404_page(tmp_path):
     from knowlyr.view import create_app
 
     missing = tmp_path / "nowhere"
-    with Served(create_app(str(missing))) as client:
+    app = create_app(str(missing))
+    with Served(app) as client:
+        assert app.state.warmed.wait(10)  # the start-up warm-up survives a missing store
         for path in ("/", "/t/" + "a" * 64):
             r = client.get(path)
             assert r.status_code == 404
