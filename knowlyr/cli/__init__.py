@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from knowlyr.cli import core as _core
+from knowlyr.cli import mcp as _mcp
 from knowlyr.cli import record as _record
 from knowlyr.cli import reward as _reward
 from knowlyr.cli import rollout as _rollout
@@ -21,6 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 _core.install(app)
+_mcp.install(app)
 _record.install(app)
 _reward.install(app)
 _rollout.install(app)
