@@ -43,7 +43,7 @@ from knowlyr.sandbox.persistent import SandboxManager, UnknownSandboxError
 __all__ = ["call", "keeper_dir", "list_keepers", "start_keeper"]
 
 _MAX_MESSAGE = 64 * 1024 * 1024
-_START_TIMEOUT_S = 120.0
+_START_TIMEOUT_S = 60.0
 
 
 def keeper_dir(root: str | os.PathLike[str] | None = None) -> Path:
@@ -123,16 +123,19 @@ def start_keeper(
             env=env,
         )  # fmt: skip
         request = {"config": (config or SandboxConfig()).model_dump(), "files": dict(files or {})}
+        assert proc.stdin is not None and proc.stdout is not None
         try:
-            out, _ = proc.communicate(json.dumps(request).encode(), timeout=_START_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise SandboxError(
-                f"the sandbox keeper did not start within {_START_TIMEOUT_S:g}s"
-            ) from None
-    line = out.decode(errors="replace").strip().splitlines()
+            proc.stdin.write(json.dumps(request).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died at once: its exit code says so below
+        line = _read_line(proc.stdout.fileno(), _START_TIMEOUT_S)
+        proc.stdout.close()
+    if line is None:
+        proc.kill()
+        raise SandboxError(f"the sandbox keeper did not start within {_START_TIMEOUT_S:g}s")
     try:
-        reply = json.loads(line[-1]) if line else {}
+        reply = json.loads(line) if line.strip() else {}
     except ValueError:
         reply = {}
     if "error" in reply or "id" not in reply:
@@ -140,6 +143,27 @@ def start_keeper(
             reply.get("error") or f"the sandbox keeper exited with {proc.returncode}"
         )
     return reply
+
+
+def _read_line(fd: int, timeout: float) -> str | None:
+    """One line from ``fd`` ('' at EOF), or None after ``timeout`` seconds. Only the line: the
+    keeper's sandbox processes may hold the pipe open after it (they were forked from it)."""
+    import selectors
+    import time
+
+    buf = bytearray()
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+    return buf.split(b"\n", 1)[0].decode(errors="replace")
 
 
 def list_keepers(root: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
@@ -216,7 +240,8 @@ class _Handler(socketserver.StreamRequestHandler):
 
 
 class _Server(socketserver.ThreadingUnixStreamServer):
-    daemon_threads = True
+    daemon_threads = False  # server_close() waits for the handlers: a reply is never cut off
+    block_on_close = True
 
     def __init__(self, path: str, manager: SandboxManager, sandbox_id: str):
         self.manager = manager
@@ -253,18 +278,24 @@ def _main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     d = Path(args.dir)
     req = json.loads(sys.stdin.buffer.read() or b"{}")
+    # One line of reply on the original stdout; 0-2 are /dev/null for everything else.
+    reply = os.fdopen(os.dup(1), "w")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
     mgr = SandboxManager(max_sandboxes=1, idle_timeout_s=args.idle_timeout)
     try:
         info = mgr.create(SandboxConfig(**req.get("config", {})), files=req.get("files") or {})
     except Exception as e:
-        print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
+        reply.write(json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n")
+        reply.close()
         mgr.close_all()
         return 1
     sid = info.id
-    signal.signal(signal.SIGTERM, lambda *_: server.stop.set())
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the creating shell is not for us
     sock = d / f"{sid}.sock"
     server = _Server(os.fspath(sock), mgr, sid)
+    signal.signal(signal.SIGTERM, lambda *_: server.stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the creating shell is not for us
     server.timeout = 0.25
     os.chmod(sock, 0o600)
     state = {
@@ -279,17 +310,15 @@ def _main(argv: list[str] | None = None) -> int:
     tmp = d / f".{sid}.json"
     tmp.write_text(json.dumps(state))
     tmp.rename(d / f"{sid}.json")
-    print(json.dumps(state), flush=True)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):  # the creating command has read its line and gone
-        os.dup2(devnull, fd)
+    reply.write(json.dumps(state) + "\n")
+    reply.close()
     try:
         while not server.stop.is_set() and len(mgr):
             server.handle_request()
     finally:
         _remove_state(d, sid)
+        mgr.close_all()  # first: a command still running in it ends now
         server.server_close()
-        mgr.close_all()
     return 0
 
 
