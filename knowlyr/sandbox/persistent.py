@@ -138,10 +138,15 @@ class SandboxManager:
         with self._lock:
             self._check_open()
             if len(self._entries) + self._pending >= self.max_sandboxes:
+                idle = (
+                    f", wait until one has been idle {self.idle_timeout_s:g}s (it is closed then)"
+                    if self.idle_timeout_s
+                    else ""
+                )
                 raise SandboxError(
                     f"{len(self._entries) + self._pending} sandboxes are open, the limit is "
-                    f"{self.max_sandboxes}: remove one (remove_sandbox / `knowlyr sandbox rm ID`) "
-                    "or raise the limit (--max-sandboxes)"
+                    f"{self.max_sandboxes}: close one (`knowlyr sandbox rm ID`){idle}, or raise "
+                    "the limit (--max-sandboxes)"
                 )
             self._pending += 1
         try:
