@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from knowlyr.errors import ConfigError, NotFoundError
 
-__all__ = ["FLOWS", "flow_run_status", "start_flow_run", "wait_for_runs"]
+__all__ = ["FLOWS", "flow_run_status", "start_flow_run"]
 
 # stage -> (module, flow function, its parameter model); deployments are "<flow>/ad-hoc"
 FLOWS: dict[str, tuple[str, str, str]] = {
@@ -33,7 +33,6 @@ FLOWS: dict[str, tuple[str, str, str]] = {
     "export": ("flows.export", "export", "ExportFlowParams"),
 }
 DEPLOYMENT = "ad-hoc"
-_threads: list[threading.Thread] = []
 
 
 def _load(stage: str) -> tuple[Any, type[BaseModel]]:
@@ -85,11 +84,11 @@ def start_flow_run(stage: str, parameters: dict[str, Any]) -> dict[str, Any]:
                 "deployment": name,
             }
         fr = client.create_flow_run(flow, parameters=payload)
-    thread = threading.Thread(
+    # a daemon thread: an in-process run lives as long as this process (start a worker and
+    # deploy the stages, `make deploy`, for runs that outlive it)
+    threading.Thread(
         target=_run_here, args=(flow, fr), name=f"flow-run-{fr.id}", daemon=True
-    )
-    thread.start()
-    _threads[:] = [t for t in _threads if t.is_alive()] + [thread]
+    ).start()
     return {"flow_run_id": str(fr.id), "name": fr.name, "how": "in-process", "deployment": None}
 
 
@@ -99,12 +98,6 @@ def _run_here(flow: Any, flow_run: Any) -> None:
     # a failure is the run's state in Prefect; there is nothing to add here
     with contextlib.suppress(BaseException):
         run_flow(flow, flow_run=flow_run, return_type="state")
-
-
-def wait_for_runs(timeout: float | None = None) -> None:
-    """Wait for this process's in-process flow runs to finish (e.g. before exiting)."""
-    for t in list(_threads):
-        t.join(timeout)
 
 
 def flow_run_status(flow_run_id: str) -> dict[str, Any]:
