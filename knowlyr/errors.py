@@ -24,7 +24,8 @@ trajectory as an observation, never raised out of an environment.
     │   └── JudgeError              a judge call failed after every retry
     ├── ExportError                 a dataset could not be exported
     ├── TrainError                  a trainer could not be configured or run
-    └── ServeError                  a model server did not start or answer (ends with its log)
+    ├── ServeError                  a model server did not start or answer (ends with its log)
+    └── BrowserError                the browser env's Chromium did not start, died or stopped answering
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "ActionError",
     "BackendUnavailableError",
     "BlobCorruptedError",
+    "BrowserError",
     "ConfigError",
     "ExportError",
     "JudgeError",
@@ -162,3 +164,8 @@ class TrainError(KnowlyrError):
 
 class ServeError(KnowlyrError):
     """A model server did not start or become healthy; the message ends with its log tail."""
+
+
+class BrowserError(KnowlyrError):
+    """The browser env's Chromium did not start, exited, or stopped answering the DevTools
+    protocol (inside an episode this becomes an observation, not an exception)."""

@@ -433,6 +433,7 @@ class ReferenceExpert(ScriptedExpert):
 
 
 _SUITES_WITH_EXPERTS = {
+    "browser",
     "coding",
     "conversation",
     "engineering",
@@ -468,6 +469,10 @@ class ExpertAgent(Agent):
             }
         domain, suite = task.get("domain", "generic"), task.get("suite")
         cls = _EXPERTS.get(domain) if suite in _SUITES_WITH_EXPERTS else None
+        if domain == "browser" and suite in _SUITES_WITH_EXPERTS:
+            from knowlyr.browser.expert import BrowserExpert  # reads pages, lives with the sites
+
+            cls = BrowserExpert
         if cls is None:
             full = _find_task(task.get("task_id"))
             if full is not None and full.reference_solution:

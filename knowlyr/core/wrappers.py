@@ -291,8 +291,9 @@ class RecorderWrapper(EnvWrapper):
 
     The task comes from ``info["task"]`` of the reset timestep (or the ``task`` argument), the
     thought from an optional ``"thought"`` key in the action, the outcome from
-    ``info["outcome"]`` of the last step. ``self.trajectory`` is the last finished episode and
-    ``self.trajectories`` all of them.
+    ``info["outcome"]`` of the last step, a step's ``metadata`` from its
+    ``info["step_metadata"]`` (e.g. the blob of a browser screenshot). ``self.trajectory`` is
+    the last finished episode and ``self.trajectories`` all of them.
 
     Example:
         >>> env = RecorderWrapper(make("docs/echo"), agent=AgentInfo(name="me"))  # doctest: +SKIP
@@ -345,6 +346,7 @@ class RecorderWrapper(EnvWrapper):
                 reward=ts.reward,
                 timestamp=datetime.now(UTC),
                 duration_s=round(now - self._last_t, 6),
+                metadata=dict(ts.info.get("step_metadata") or {}),
             )
         )
         self._last_t = now

@@ -16,6 +16,9 @@ knowlyr/advisory         knowlyr.envs.conversation:AdvisoryEnv       knowledge_b
                                                                      create_note, respond
 knowlyr/discussion       knowlyr.envs.conversation:DiscussionEnv     knowledge_base, think,
                                                                      respond
+knowlyr/browser          knowlyr.browser.env:BrowserEnv              navigate, click, type_text,
+                                                                     scroll, screenshot,
+                                                                     read_page, submit
 =======================  ==========================================  ==========================
 
 Every env takes ``family=``, ``split=``, ``tasks=`` (see :class:`knowlyr.envs.base.TaskEnv`);
@@ -25,6 +28,7 @@ the sandboxed ones also ``sandbox=`` (a ``SandboxConfig`` or a dict of its field
 from __future__ import annotations
 
 from knowlyr.core.registry import register
+from knowlyr.taskset import register_suite
 
 register(
     "knowlyr/sandbox",
@@ -56,3 +60,10 @@ register(
     max_steps=10,
     description="Take a position grounded in a policy and the facts it applies to.",
 )
+register(
+    "knowlyr/browser",
+    "knowlyr.browser.env:BrowserEnv",
+    max_steps=30,
+    description="Web tasks on local sites (shop, docs wiki, admin panel) in a headless Chromium.",
+)
+register_suite("browser", "knowlyr.browser.suite:BrowserSuite")
