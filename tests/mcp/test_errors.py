@@ -5,6 +5,7 @@ run_pipeline uses a deployment when the Prefect server has one."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -225,3 +226,4 @@ def test_count_limit_and_sandboxes_of_a_killed_server_reaped_at_the_next_start(
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+        shutil.rmtree(sandboxes, ignore_errors=True)
