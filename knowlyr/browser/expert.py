@@ -30,6 +30,7 @@ from knowlyr.core.env import Action
 __all__ = ["BrowserExpert", "find_element"]
 
 _ELEMENT = re.compile(r'\[(\d+)\] (\w+) "((?:[^"\\]|\\.)*)"')
+_PAGE = re.compile(r"^(Page: |A dialog is open)", re.M)
 _SHOP_FIELDS = (
     ("Full name", "name"),
     ("Email", "email"),
@@ -66,9 +67,9 @@ class BrowserExpert(ScriptedExpert):
     def plan(self, observation: str) -> Action:
         if self.t == 0:
             self.memo["script"] = self._run()
-        shown = f"\n{observation}"
-        if self.t == 0 or "\nPage: " in shown or "\nA dialog is open" in shown:
-            self.memo["page"] = observation  # a page (or dialog) it can act on
+        page = _PAGE.search(observation)
+        if page is not None:  # a page (or dialog) it can act on, without the action's echo
+            self.memo["page"] = observation[page.start() :]
         try:
             return next(self.memo["script"])
         except StopIteration:

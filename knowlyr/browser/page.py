@@ -144,9 +144,11 @@ _ACT_JS = r"""
   if (!el || !el.isConnected) return {error: 'stale'};
   if (el.disabled) return {error: 'disabled'};
   el.scrollIntoView({block: 'center', inline: 'center'});
-  let nav = null;
+  let nav = null, submitted = null;
   const seen = e => { nav = e.destination.sameDocument ? 'same' : 'load'; };
+  const submit = e => { submitted = e; };  // a form submission navigates later (scheduled)
   navigation.addEventListener('navigate', seen);
+  document.addEventListener('submit', submit);
   try {
     if (action === 'click') {
       el.focus(); el.click();
@@ -169,7 +171,9 @@ _ACT_JS = r"""
     }
   } finally {
     navigation.removeEventListener('navigate', seen);
+    document.removeEventListener('submit', submit);
   }
+  if (!nav && submitted && !submitted.defaultPrevented) nav = 'load';
   return {nav};
 })
 """
@@ -185,11 +189,14 @@ class Tab:
         self.target_id = target_id
         self.session = session
         self.dialog: dict[str, Any] | None = None
-        self._loads = 0
-        self._pending: tuple[Any, int] | None = None  # a click waiting behind a dialog
+        self._loader = ""  # the loader (document) the main frame shows
+        self._loaded: set[str] = set()  # loaders whose load event fired
+        self._requested = 0  # navigations the main frame asked for (links, forms, scripts)
+        self._pending: tuple[Any, tuple[str, int]] | None = None  # a click waiting behind a dialog
         self._cond = threading.Condition()
         self.conn.listen(self._on_event)
         self._send("Page.enable")
+        self._send("Page.setLifecycleEventsEnabled", {"enabled": True})
         width, height = browser.window
         self._send(
             "Emulation.setDeviceMetricsOverride",
@@ -203,8 +210,24 @@ class Tab:
         if session != self.session:
             return
         with self._cond:
-            if method == "Page.loadEventFired":
-                self._loads += 1
+            if method == "Page.lifecycleEvent":
+                if params.get("frameId") != self.target_id:
+                    return
+                if params.get("name") == "init":
+                    self._loader = params["loaderId"]
+                elif params.get("name") == "load":
+                    self._loaded.add(params["loaderId"])
+                else:
+                    return
+            elif method == "Page.frameRequestedNavigation":
+                if params.get("frameId") == self.target_id:
+                    self._requested += 1
+                return
+            elif method == "Page.frameNavigated":
+                frame = params.get("frame", {})
+                if frame.get("parentId") or frame.get("id") != self.target_id:
+                    return
+                self._loader = frame.get("loaderId", self._loader)
             elif method == "Page.javascriptDialogOpening":
                 self.dialog = params
             elif method == "Page.javascriptDialogClosed":
@@ -226,9 +249,11 @@ class Tab:
             self.conn.post("Page.stopLoading", session=self.session)
             raise PageTimeout(what)
 
-    def _wait_load(self, before: int, deadline: float, timeout: float) -> None:
+    def _wait_load(self, before: str, deadline: float, timeout: float) -> None:
+        """Wait for the load event of a document other than ``before`` (the one shown when
+        the action started)."""
         self._wait(
-            lambda: self._loads > before,
+            lambda: self._loader != before and self._loader in self._loaded,
             deadline,
             f"the page did not finish loading within {timeout:g} s (loading was stopped)",
         )
@@ -243,7 +268,6 @@ class Tab:
             PageTimeout: no ``load`` within ``timeout`` seconds.
         """
         deadline = time.monotonic() + timeout
-        before = self._loads
         fut = self.conn.request("Page.navigate", {"url": url}, session=self.session)
         self._wait(
             lambda: fut.done(), deadline, f"the page did not start loading within {timeout:g} s"
@@ -251,8 +275,13 @@ class Tab:
         res = fut.result()
         if res.get("errorText"):
             raise NavigationError(res["errorText"])
-        if res.get("loaderId"):
-            self._wait_load(before, deadline, timeout)
+        loader = res.get("loaderId")
+        if loader:  # a new document (a same-document navigation has none)
+            self._wait(
+                lambda: loader in self._loaded,
+                deadline,
+                f"the page did not finish loading within {timeout:g} s (loading was stopped)",
+            )
 
     def evaluate(self, expression: str, *, timeout: float = 10.0) -> Any:
         res = self._send(
@@ -296,7 +325,7 @@ class Tab:
         deadline = time.monotonic() + timeout
         if self.dialog is not None:
             return self._answer_dialog(element_id, action, deadline, timeout)
-        before = self._loads
+        before = (self._loader, self._requested)
         call = f"{_ACT_JS}({int(element_id)}, {orjson.dumps(action).decode()}, "
         call += f"{orjson.dumps(text).decode()}, {'true' if enter else 'false'})"
         fut = self.conn.request(
@@ -312,7 +341,9 @@ class Tab:
             return "dialog"
         return self._finish(fut.result(), before, deadline, timeout)
 
-    def _finish(self, res: dict[str, Any], before: int, deadline: float, timeout: float) -> str:
+    def _finish(
+        self, res: dict[str, Any], before: tuple[str, int], deadline: float, timeout: float
+    ) -> str:
         if "exceptionDetails" in res:
             raise BrowserError(f"page script failed: {res['exceptionDetails'].get('text')}")
         value = res.get("result", {}).get("value") or {}
@@ -325,8 +356,9 @@ class Tab:
             raise ElementError(f"no such option; the options are {value.get('options')}")
         if err == "not_typable":
             raise ElementError("this element takes no text; click it instead")
-        if value.get("nav") == "load":
-            self._wait_load(before, deadline, timeout)
+        nav = value.get("nav")
+        if nav == "load" or (nav is None and self._requested > before[1]):
+            self._wait_load(before[0], deadline, timeout)
             return "load"
         return "same"
 

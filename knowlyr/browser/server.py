@@ -225,6 +225,9 @@ class _Server(ThreadingHTTPServer):
     site: Site
     requests: list[str]
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A browser that drops a connection (a stopped load, a closed tab) is not an error."""
+
 
 class SiteServer:
     """Serve ``site`` on ``127.0.0.1`` at a free port, from a daemon thread.
