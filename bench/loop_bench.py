@@ -67,15 +67,17 @@ def final_sample(sources: list[TaskSource], n: int) -> list[tuple[TaskSource, li
 
 
 def evaluate_folder(
-    path: str, tasks: list[tuple[TaskSource, list[str]]], max_steps: int
+    path: str, tasks: list[tuple[TaskSource, list[str]]], max_steps: int, temperature: float = 0.0
 ) -> list[bool]:
-    """Greedy successes of a checkpoint folder on the final sample, source by source."""
+    """Successes of a checkpoint folder on the final sample, source by source: greedy, or the
+    sampled policy at ``temperature`` (seeded)."""
     from knowlyr.train.promotion import evaluate_checkpoint
 
     out: list[bool] = []
     for j, (src, ids) in enumerate(tasks):
         res = evaluate_checkpoint(path, src.env_id, ids, len(ids), name="final",
-                                  max_steps=max_steps, seed=FINAL_SEED + j, max_new_tokens=96)  # fmt: skip
+                                  max_steps=max_steps, seed=FINAL_SEED + j, max_new_tokens=96,
+                                  temperature=temperature)  # fmt: skip
         out += res.successes
     return out
 
@@ -143,6 +145,22 @@ def main() -> int:
     )
     ap.add_argument("--warmup", type=int, default=50, help="expert demonstrations on night 0")
     ap.add_argument("--warmup-epochs", type=float, default=30)
+    ap.add_argument(
+        "--warmup-agent",
+        default="expert",
+        help="the demonstrator (e.g. noisy:0.25:give_up: logs of mixed quality)",
+    )
+    ap.add_argument(
+        "--warmup-all",
+        action="store_true",
+        help="clone every demonstration, failed ones too (default: successes only)",
+    )
+    ap.add_argument(
+        "--eval-temperature",
+        type=float,
+        default=0.0,
+        help="0: greedy policies; e.g. 1.0: the sampled policy the loop collects with",
+    )
     ap.add_argument("--episodes", type=int, default=400, help="rollouts per later night")
     ap.add_argument("--attempts", type=int, default=4, help="sampled attempts per task")
     ap.add_argument("--method", choices=("sft", "dpo"), default="sft")
@@ -164,19 +182,21 @@ def main() -> int:
     train = TrainParams(method=args.method, epochs=args.epochs, learning_rate=args.lr, restarts=1,
                         target_eval_loss=None, validation_fraction=0)  # fmt: skip
     warm_train = TrainParams(epochs=args.warmup_epochs, restarts=1, target_eval_loss=None)
+    temp = args.eval_temperature
     params = IterateParams(
         store_url=store_url,
-        warmup=WarmupParams(episodes=args.warmup, train=warm_train),
+        warmup=WarmupParams(episodes=args.warmup, agent=args.warmup_agent,
+                            only_success=not args.warmup_all, train=warm_train),
         collect=CollectParams(mix=sources, agent="champion", episodes=args.episodes,
                               attempts=args.attempts, temperature=1.0, max_steps=args.max_steps,
                               shards=2),
         export=ExportParams(suite=None, family=None),
         train=train,
-        evaluate=EvalParams(episodes=args.eval, max_steps=args.max_steps),
+        evaluate=EvalParams(episodes=args.eval, max_steps=args.max_steps, temperature=temp),
     )  # fmt: skip
     where = ", ".join(str(s) for s in sources)
-    print(f"store {store_url}; tasks: {where}; {args.nights} nights, warm-up {args.warmup} expert "
-          f"episodes, then {args.episodes} rollouts/night ({args.attempts} attempts/task), "
+    print(f"store {store_url}; tasks: {where}; {args.nights} nights, warm-up {args.warmup} "
+          f"{args.warmup_agent} episodes{' (all cloned)' if args.warmup_all else ''}, then {args.episodes} rollouts/night ({args.attempts} attempts/task), "
           f"method {args.method}")  # fmt: skip
 
     nights = []
@@ -210,7 +230,8 @@ def main() -> int:
             continue
         blob = n["champion"].blob
         if blob not in results:
-            results[blob] = evaluate_folder(checkpoint_path(n["champion"]), final, args.max_steps)
+            results[blob] = evaluate_folder(checkpoint_path(n["champion"]), final, args.max_steps,
+                                            temp)  # fmt: skip
         rows.append((label, results[blob]))
     loop_rollouts = sum(n["collected"] for n in nights if not n["warmup"])
     if not args.no_expert_baseline and loop_rollouts:
@@ -218,11 +239,12 @@ def main() -> int:
         folder = expert_baseline(store_url, sources, args.warmup + loop_rollouts, warm_train,
                                  args.max_steps, seed=70_000)  # fmt: skip
         rows.append((f"SFT on {args.warmup + loop_rollouts} expert episodes",
-                     evaluate_folder(folder, final, args.max_steps)))  # fmt: skip
+                     evaluate_folder(folder, final, args.max_steps, temp)))  # fmt: skip
         print(f"expert baseline trained and evaluated in {time.perf_counter() - t0:.0f} s")
 
     print()
-    print(f"Held-out success on {args.final_eval} independent tasks ({where}), greedy:")
+    how = "greedy" if temp == 0 else f"sampled at temperature {temp:g}"
+    print(f"Held-out success on {args.final_eval} independent tasks ({where}), {how}:")
     print(f"{'policy':<44} {'success':>8}  95% CI")
     for name, succ in rows:
         if succ is None:

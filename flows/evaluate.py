@@ -28,6 +28,9 @@ class EvalParams(BaseModel):
     seed: int = Field(50_000, description="held-out sample seed (fixed: comparable across nights)")
     max_steps: int = Field(3, gt=0, description="step limit per evaluation episode")
     max_new_tokens: int = Field(48, gt=0, description="generation limit per turn")
+    temperature: float = Field(
+        0.0, ge=0, description="0: greedy; > 0: the sampled policy, e.g. the collection's 1.0"
+    )
     alpha: float = Field(0.01, gt=0, lt=1, description="significance level (Bonferroni-adjusted)")
     min_improvement: float = Field(0.0, ge=0, description="success-rate gain needed to promote")
 
@@ -35,7 +38,7 @@ class EvalParams(BaseModel):
 def evaluate_on(
     policies: dict[str, Checkpoint], sources: list[TaskSource], p: EvalParams
 ) -> list[EvalSummary]:
-    """Each policy greedily on the same held-out tasks: ``p.episodes`` split evenly over the
+    """Each policy (greedy, or sampled at ``p.temperature``) on the same held-out tasks: ``p.episodes`` split evenly over the
     task sources, one evaluation task run per policy and source (fanned out)."""
     runs: dict[str, list] = {name: [] for name in policies}
     for j, src in enumerate(sources):
@@ -48,6 +51,7 @@ def evaluate_on(
                 evaluate_policy.submit(
                     name, ckpt, heldout, src.env_id, n, p.seed + j,
                     max_steps=p.max_steps, max_new_tokens=p.max_new_tokens,
+                    temperature=p.temperature,
                 )
             )  # fmt: skip
     if len(sources) == 1:

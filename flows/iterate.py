@@ -40,6 +40,7 @@ from flows.collect import CollectParams, CollectReport, TaskSource, run_collect
 from flows.evaluate import EvalParams, run_evaluation
 from flows.report import iteration_report
 from flows.train import run_training
+from knowlyr.agents.spec import recorded_prefix
 from tasks.evaluate import ComparisonSummary, Decision, current_champion, promote_checkpoint
 from tasks.export import DatasetRef, ExportParams, export_dataset
 from tasks.reward import RewardParams, RewardSummary, score_trajectories
@@ -74,7 +75,16 @@ class WarmupParams(BaseModel):
     """The first night: expert demonstrations that train the first policy from scratch."""
 
     episodes: int = Field(50, gt=0, description="expert demonstrations (one per task)")
-    agent: str = Field("expert", description="the demonstrating policy (an agent spec)")
+    agent: str = Field(
+        "expert",
+        description="the demonstrating policy (an agent spec; e.g. noisy:0.25:give_up for logs "
+        "of mixed quality)",
+    )
+    only_success: bool = Field(
+        True,
+        description="train on the successful demonstrations only; false clones every one, "
+        "as behaviour cloning of logs of mixed quality does",
+    )
     train: TrainParams = Field(
         default_factory=lambda: TrainParams(epochs=30, restarts=2),
         description="SFT of the warm-up policy (from scratch: a tiny model or a base folder)",
@@ -200,8 +210,8 @@ def iterate(params: IterateParams = IterateParams()) -> IterateReport:
         collect = params.collect.model_copy(
             update={"agent": w.agent, "episodes": w.episodes, "attempts": 1, "temperature": 0.0}
         )
-        export = params.export.model_copy(update={"kind": "sft"})
-        train, agents = w.train, w.agent
+        export = params.export.model_copy(update={"kind": "sft", "only_success": w.only_success})
+        train, agents = w.train, recorded_prefix(w.agent)
     else:
         log.info(f"champion {champion.name} ({champion.blob[:12]}) collects tonight")
         collect, export = (

@@ -110,8 +110,10 @@ def evaluate_policy(
     seed: int,
     max_steps: int = 3,
     max_new_tokens: int = 48,
+    temperature: float = 0.0,
 ) -> EvalSummary:
-    """Run a checkpoint greedily on the held-out tasks and keep success / reward per episode."""
+    """Run a checkpoint on the held-out tasks (greedily, or sampled at ``temperature``) and
+    keep success / reward per episode."""
     res = evaluate_checkpoint(
         checkpoint_path(checkpoint),
         env_id,
@@ -121,6 +123,7 @@ def evaluate_policy(
         max_steps=max_steps,
         seed=seed,
         max_new_tokens=max_new_tokens,
+        temperature=temperature,
     )
     return EvalSummary(
         policy=policy,

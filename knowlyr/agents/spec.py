@@ -6,7 +6,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["agent_factory"]
+__all__ = ["agent_factory", "recorded_prefix"]
+
+#: The name an agent kind's trajectories are recorded under (its ``Agent.name``).
+_RECORDED = {"expert": "expert", "noisy": "noisy-expert", "random": "random",
+             "checkpoint": "checkpoint:", "openai": "openai", "anthropic": "anthropic"}  # fmt: skip
 
 
 def agent_factory(
@@ -16,7 +20,9 @@ def agent_factory(
 
     Args:
         agent: ``expert`` (the suite's scripted expert), ``noisy`` or ``noisy:<p>`` (an expert
-            that fumbles a fraction ``p`` of its steps, default 0.3), ``random``,
+            that fumbles a fraction ``p`` of its steps, default 0.3), ``noisy:<p>:<kinds>``
+            (only these flaws, ``+``-separated, e.g. ``noisy:0.25:give_up``: logs of mixed
+            quality), ``random``,
             ``checkpoint:<path>`` (a local Hugging Face checkpoint through the inference
             bridge), ``openai:<model>[@<base_url>]`` (:class:`~knowlyr.agents.OpenAIAgent`:
             OpenAI, or any OpenAI-compatible server such as vLLM at
@@ -38,18 +44,21 @@ def agent_factory(
         >>> len(trajs)
         2
     """
-    from knowlyr.agents.noisy import NoisyExpert, RandomAgent
+    from knowlyr.agents.noisy import NOISE_KINDS, NoisyExpert, RandomAgent
     from knowlyr.agents.scripted import ExpertAgent
 
     kind, _, arg = agent.partition(":")
     if kind == "expert":
         return ExpertAgent
     if kind == "noisy":
+        p, _, kinds = arg.partition(":")
         try:
-            noise = float(arg) if arg else 0.3
+            noise = float(p) if p else 0.3
         except ValueError:
             raise ValueError(f"noisy:<p> needs a number p, got {agent!r}") from None
-        return lambda: NoisyExpert(noise, seed=seed)
+        flaws = tuple(kinds.split("+")) if kinds else NOISE_KINDS
+        NoisyExpert(noise, kinds=flaws)  # unknown kinds fail here, naming the valid ones
+        return lambda: NoisyExpert(noise, seed=seed, kinds=flaws)
     if kind == "random":
         return lambda: RandomAgent(seed=seed)
     if kind == "checkpoint" and arg:
@@ -77,6 +86,20 @@ def agent_factory(
         kwargs = {"temperature": temperature} if temperature > 0 else {}
         return lambda: api_agent(model, base_url=base_url, **kwargs)
     raise ValueError(
-        "agent must be 'expert', 'noisy[:p]', 'random', 'checkpoint:<path>', "
+        "agent must be 'expert', 'noisy[:p[:kind+kind]]', 'random', 'checkpoint:<path>', "
         f"'openai:<model>[@<base_url>]' or 'anthropic:<model>[@<base_url>]', got {agent!r}"
     )
+
+
+def recorded_prefix(agent: str) -> str:
+    """The prefix of the agent name that ``agent``'s trajectories are recorded under: what an
+    export filters them by.
+
+    Example:
+        >>> recorded_prefix("noisy:0.25:give_up"), recorded_prefix("checkpoint:runs/a/final")
+        ('noisy-expert', 'checkpoint:')
+    """
+    kind = agent.partition(":")[0]
+    if kind not in _RECORDED:
+        agent_factory(agent)  # raises the ValueError that names the valid specs
+    return _RECORDED[kind]

@@ -45,8 +45,10 @@ def evaluate_checkpoint(
     max_steps: int = 3,
     seed: int = 0,
     max_new_tokens: int = 48,
+    temperature: float = 0.0,
 ) -> EvalResult:
-    """Run the checkpoint folder ``path`` greedily on ``task_ids`` (no trajectories kept).
+    """Run the checkpoint folder ``path`` on ``task_ids`` (no trajectories kept): greedily, or
+    sampled at ``temperature`` with turn seeds derived from ``seed`` (reproducible).
 
     Example:
         >>> res = evaluate_checkpoint("runs/sft/final", "knowlyr/conversation", ids, 8,
@@ -56,10 +58,12 @@ def evaluate_checkpoint(
     from knowlyr.agents.inference import AgentInference
     from knowlyr.train.evaluation import evaluate_agent
 
-    bridge = AgentInference.from_pretrained(path, max_new_tokens=max_new_tokens)
+    bridge = AgentInference.from_pretrained(
+        path, max_new_tokens=max_new_tokens, temperature=temperature
+    )
     return evaluate_agent(
         env_id,
-        bridge.create_agent(name=name),
+        bridge.create_agent(name=name, seed=seed),
         list(task_ids),
         n_episodes,
         max_steps=max_steps,

@@ -21,3 +21,21 @@ def test_agent_specs_make_working_policies(spec: str, agent: str) -> None:
 def test_unknown_agent_spec_names_the_choices(spec: str) -> None:
     with pytest.raises(ValueError, match="agent must be 'expert', 'noisy"):
         agent_factory(spec)
+
+
+def test_noisy_spec_takes_its_flaws_and_names_the_recorded_prefix():
+    from knowlyr.agents.noisy import GIVE_UP
+    from knowlyr.agents.spec import recorded_prefix
+    from knowlyr.rollout import collect
+
+    trajs = collect("knowlyr/conversation", agent_factory("noisy:1:give_up", seed=3), 6)
+    # every episode gives up (the only flaw, at every step): none succeeds
+    assert not any(t.outcome.success for t in trajs)
+    assert all(t.agent.name.startswith(recorded_prefix("noisy:1:give_up")) for t in trajs)
+    assert GIVE_UP == "give_up"
+    assert recorded_prefix("expert") == "expert"
+    assert recorded_prefix("checkpoint:runs/x/final") == "checkpoint:"
+    with pytest.raises(ValueError, match="unknown noise kinds"):
+        agent_factory("noisy:0.5:sulk")
+    with pytest.raises(ValueError, match="agent must be"):
+        recorded_prefix("sulky")
