@@ -42,11 +42,14 @@ _SHOP_FIELDS = (
 Script = Generator[Action, str, None]
 
 
-def find_element(page: str, role: str, name: str) -> int | None:
-    """The id of the first element of ``role`` named ``name`` (case-insensitive) on ``page``."""
+def find_element(page: str, role: str, name: str, *, to: str = "") -> int | None:
+    """The id of the first element of ``role`` named ``name`` (case-insensitive) on ``page``;
+    with ``to``, only a link whose path starts with it (``to="/page/"``)."""
     want = name.strip().lower()
     for m in _ELEMENT.finditer(page):
         if m.group(2) == role and m.group(3).strip().lower() == want:
+            if to and not page[m.end() :].startswith(f" -> {to}"):
+                continue
             return int(m.group(1))
     return None
 
@@ -81,8 +84,8 @@ class BrowserExpert(ScriptedExpert):
     def page(self) -> str:
         return self.memo["page"]
 
-    def _id(self, role: str, name: str) -> int:
-        found = find_element(self.page, role, name)
+    def _id(self, role: str, name: str, *, to: str = "") -> int:
+        found = find_element(self.page, role, name, to=to)
         if found is None:
             raise _Missing(role, name)
         return found
@@ -173,7 +176,9 @@ class BrowserExpert(ScriptedExpert):
         section = plan["section"]
         yield _a("click", f"Open the {section} section.", element_id=self._id("link", section))
         yield _a(
-            "click", f"Open the {plan['page']} page.", element_id=self._id("link", plan["page"])
+            "click",
+            f"Open the {plan['page']} page.",
+            element_id=self._id("link", plan["page"], to="/page/"),
         )
         version = self._row(plan["option"])[3]
         yield _a("submit", f"{plan['option']} came in {version}.", answer=version)
@@ -194,7 +199,9 @@ class BrowserExpert(ScriptedExpert):
             press_enter=True,
         )
         yield _a(
-            "click", f"Open the {plan['page']} page.", element_id=self._id("link", plan["page"])
+            "click",
+            f"Open the {plan['page']} page.",
+            element_id=self._id("link", plan["page"], to="/page/"),
         )
 
     # -- admin ------------------------------------------------------------------------------
