@@ -5,7 +5,8 @@
 #   - python3 and git from Debian (coding tasks run them inside the sandbox);
 #   - Podman and its runtime pieces, /etc/containers/containers.conf, and the offline image
 #     knowlyr-sandbox:latest (python3 + git, built from host packages): the container backend;
-#   - with --screenshots: chromium (headless) for the docs' screenshots.
+#   - chromium (headless): the browser env (knowlyr/browser) drives it over the DevTools
+#     protocol; the docs' screenshots (--screenshots, kept for compatibility) use it too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,9 +17,9 @@ compgen -G '/usr/lib/*/libseccomp.so.2' >/dev/null || need+=(libseccomp2)
 [ -x /usr/bin/python3 ] || need+=(python3)
 [ -x /usr/bin/git ] || need+=(git)
 command -v podman >/dev/null || need+=(podman runc crun fuse-overlayfs slirp4netns uidmap catatonit)
-# Headless Chromium, only with --screenshots: the docs' screenshots of the Prefect UI and of
-# `knowlyr view` (scripts/screenshot_ui.py, scripts/screenshot_view.py); tests do not need it.
-if [ "${1:-}" = --screenshots ] && ! command -v chromium >/dev/null; then need+=(chromium); fi
+# Headless Chromium: the browser env and its tests, and the docs' screenshots of the Prefect UI
+# and of `knowlyr view` (scripts/screenshot_ui.py, scripts/screenshot_view.py).
+[ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "missing system packages: ${need[*]}; run: sudo apt-get install -y ${need[*]}" >&2
