@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from knowlyr.errors import BrowserError
+from knowlyr.errors import BrowserError, ConfigError
 
 __all__ = ["CDPCommandError", "CDPConnection", "Listener"]
 
@@ -57,8 +57,12 @@ class CDPConnection:
     """
 
     def __init__(self, ws_url: str, *, open_timeout: float = 10.0):
-        from websockets.sync.client import connect
-
+        try:
+            from websockets.sync.client import connect
+        except ImportError as e:
+            raise ConfigError(
+                "the browser env needs the websockets package: pip install 'knowlyr-gym[browser]'"
+            ) from e
         try:
             self._ws = connect(ws_url, max_size=None, open_timeout=open_timeout, ping_interval=None)
         except (OSError, TimeoutError) as e:
