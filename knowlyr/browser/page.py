@@ -134,7 +134,7 @@ _SNAPSHOT_JS = r"""
   window.__knowlyrEls = els;
   return {url: location.href, title: document.title, lines: out,
           scroll: [Math.round(scrollY), Math.round(innerHeight),
-                   Math.round(document.documentElement.scrollHeight)]};
+                   Math.round((document.documentElement || {}).scrollHeight || 0)]};
 })()
 """
 
@@ -389,7 +389,7 @@ class Tab:
         """Scroll by ``dy`` pixels; returns ``[scrollY, viewport height, page height]``."""
         return self.evaluate(
             f"window.scrollBy(0, {int(dy)}); [Math.round(scrollY), Math.round(innerHeight),"
-            " Math.round(document.documentElement.scrollHeight)]",
+            " Math.round((document.documentElement || {}).scrollHeight || 0)]",
             timeout=timeout,
         )
 

@@ -175,6 +175,7 @@ def test_the_browser_reaches_only_the_episode_site(browser_env, decoy, chromium)
         assert ts.info["exit_code"] == 1 and "ERR_BLOCKED_BY_CLIENT" in ts.observation, target
 
     # The page itself tries: a link it is given, a script's navigation, fetch() and an image.
+    assert _step(browser_env, "navigate", url="/").info["exit_code"] == 0
     tab = env.session.tab
     tab.evaluate(
         f"document.body.insertAdjacentHTML('afterbegin', '<a href=\"{url}/link\">away</a>"

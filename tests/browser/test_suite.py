@@ -42,7 +42,7 @@ def test_a_site_state_is_a_function_of_its_seed():
 
 
 def test_expert_succeeds_noisy_works_and_random_fails(chromium, browser_store):
-    tasks = sample("browser", 6, seed=1, split="heldout")
+    tasks = sample("browser", 3, seed=1, split="heldout")
     kw = {"browser": chromium, "store": browser_store}
     expert = collect("knowlyr/browser", ExpertAgent, len(tasks), tasks=tasks, env_kwargs=kw)
     assert [t.outcome.success for t in expert] == [True] * len(tasks)
