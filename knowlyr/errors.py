@@ -13,6 +13,7 @@ trajectory as an observation, never raised out of an environment.
     ├── ActionError                 an action that is not {"tool": str, "params": dict}
     ├── SandboxError                a sandbox backend failed (not a command inside it)
     │   ├── BackendUnavailableError bubblewrap / Docker API missing (message has the fix)
+    │   │   └── EnvServerError      an env server (knowlyr env serve) is unreachable or lost the episode
     │   ├── SandboxTimeoutError     a command ran past its wall-clock limit
     │   └── WorkspacePathError      a path that leaves the sandbox workspace (also a ValueError)
     ├── RecordError                 a log could not be converted (names file, line, reason)
@@ -36,6 +37,7 @@ __all__ = [
     "BlobCorruptedError",
     "BrowserError",
     "ConfigError",
+    "EnvServerError",
     "ExportError",
     "JudgeError",
     "KnowlyrError",
@@ -98,6 +100,21 @@ class SandboxError(KnowlyrError):
 
 class BackendUnavailableError(SandboxError):
     """The sandbox backend is not installed or not reachable; the message says how to fix it."""
+
+
+class EnvServerError(BackendUnavailableError):
+    """An env server (``knowlyr env serve``) cannot be reached, stopped answering mid-call, or
+    no longer holds the episode. Not a bad rollout: ``collect`` raises it, so the task that ran
+    the rollout fails and is retried.
+
+    Attributes:
+        expired: the server answered that it holds no such episode (expired while idle, or
+            the server restarted).
+    """
+
+    def __init__(self, message: str, *, expired: bool = False):
+        super().__init__(message)
+        self.expired = expired
 
 
 class SandboxTimeoutError(SandboxError):

@@ -43,7 +43,7 @@ from knowlyr.agents.base import Agent
 from knowlyr.core.env import Action, AgentEnv, TimeStep
 from knowlyr.core.registry import make, spec
 from knowlyr.core.wrappers import RecorderWrapper, RewardWrapper
-from knowlyr.errors import BackendUnavailableError, ConfigError
+from knowlyr.errors import BackendUnavailableError, ConfigError, EnvServerError
 from knowlyr.trajectory import (
     INVALID_ACTION_TOOL,
     Observation,
@@ -91,6 +91,8 @@ def run_episode(
     Raises:
         ConfigError, BackendUnavailableError: ``reset`` cannot start any episode (a bad
             task, family or split; no sandbox backend). These are not rollouts to record.
+        EnvServerError: the env server of a remote env died or lost the episode, at any
+            step: the episode is lost, not failed, and is to be run again.
     """
     ts: TimeStep | None = None
     try:
@@ -105,6 +107,8 @@ def run_episode(
             action: Action = agent.act(ts.observation, ts.info)
             ts = env.step(action)
             _annotate_step(env, agent, action)
+    except EnvServerError:
+        raise  # the env's server went away: not the agent's rollout
     except ModelCallError as e:  # the model API failed for good: a last, failed step
         return _failed(env, agent, task, e, model_call_failed=True)
     except Exception as e:  # a bad rollout is data

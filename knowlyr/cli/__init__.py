@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from knowlyr.cli import core as _core
+from knowlyr.cli import env as _env
 from knowlyr.cli import mcp as _mcp
 from knowlyr.cli import record as _record
 from knowlyr.cli import reward as _reward
@@ -22,6 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 _core.install(app)
+_env.install(app)
 _mcp.install(app)
 _record.install(app)
 _reward.install(app)

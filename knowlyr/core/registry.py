@@ -127,9 +127,16 @@ def register(
 def spec(id: str) -> EnvSpec:
     """The :class:`EnvSpec` registered under ``id``.
 
+    An env server URL (``http://HOST:PORT/NAMESPACE/NAME``) gives the spec that server
+    reports (:func:`knowlyr.core.remote.remote_spec`).
+
     Raises:
         UnknownEnvError: with "Did you mean ...?" when a registered id is close.
     """
+    from knowlyr.core.remote import is_remote, remote_spec
+
+    if is_remote(id):
+        return remote_spec(id)
     try:
         return registry[id]
     except KeyError:
@@ -144,8 +151,17 @@ def spec(id: str) -> EnvSpec:
 def make(
     id: str, *, max_steps: int | None = None, check_actions: bool | None = None, **kwargs: Any
 ) -> AgentEnv:
-    """Build the environment registered as ``id`` (kwargs override the registered defaults)."""
+    """Build the environment registered as ``id`` (kwargs override the registered defaults).
+
+    ``id`` may also be an env server URL, ``http://HOST:PORT/NAMESPACE/NAME`` (``knowlyr env
+    serve``): the result is a :class:`~knowlyr.core.remote.RemoteEnv` whose episodes run on
+    that server, which applies ``max_steps``, ``check_actions`` and ``kwargs`` itself.
+    """
+    from knowlyr.core.remote import RemoteEnv, is_remote
     from knowlyr.core.wrappers import ActionCheckWrapper, MaxStepsWrapper
+
+    if is_remote(id):
+        return RemoteEnv(id, max_steps=max_steps, check_actions=check_actions, **kwargs)
 
     s = spec(id)
     env = s.load()(**{**s.kwargs, **kwargs})

@@ -1,0 +1,90 @@
+"""Start ``knowlyr env serve`` as a real process on a loopback port, and stop it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class EnvServer:
+    """A running ``knowlyr env serve`` process."""
+
+    env_id: str
+    port: int
+    proc: subprocess.Popen
+    log: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}/{self.env_id}"
+
+    def health(self) -> dict:
+        return httpx.get(f"{self.base}/health", timeout=10).json()
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no goodbye to clients."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def start_server(
+    env_id: str, log_dir: Path, *args: str, port: int | None = None, wait: bool = True
+) -> EnvServer:
+    """``knowlyr env serve ENV_ID ARGS`` on ``port`` (a free one by default), healthy."""
+    port = port or free_port()
+    log = log_dir / f"env-server-{port}-{time.monotonic_ns()}.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "knowlyr.cli", "env", "serve", env_id, "--port", str(port), *args]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    server = EnvServer(env_id, port, proc, log)
+    if wait:
+        wait_healthy(server)
+    return server
+
+
+def wait_healthy(server: EnvServer, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise RuntimeError(
+                f"env server exited with {server.proc.returncode}:\n{server.log.read_text()[-3000:]}"
+            )
+        try:
+            if httpx.get(f"{server.base}/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(f"env server not healthy in {timeout} s:\n{server.log.read_text()[-3000:]}")
