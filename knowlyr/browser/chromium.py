@@ -34,6 +34,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -63,6 +64,12 @@ _FLAGS = (
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
     "--proxy-server=direct://",
 )
+
+
+def _kill_group(pid: int, profile_dir: str) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    shutil.rmtree(profile_dir, ignore_errors=True)
 
 
 def find_chromium(executable: str | None = None) -> str:
@@ -134,6 +141,8 @@ class Chromium:
             stderr=self._log,
             start_new_session=True,
         )
+        # an interpreter that exits without close() still stops the browser's process group
+        self._reaper = weakref.finalize(self, _kill_group, self.process.pid, self._dir)
         try:
             self.conn = CDPConnection(self._endpoint(start_timeout))
             self.conn.listen(self._on_event)
@@ -192,7 +201,7 @@ class Chromium:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
         self._log.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        self._reaper()
 
     def __enter__(self) -> Chromium:
         return self
