@@ -1,4 +1,4 @@
-"""Helpers shared by the flows: the store URL and run names."""
+"""Helpers shared by the flows: the store URL, run names and the fan-out task runner."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import Any
 
 from knowlyr.store import default_url
 
-__all__ = ["resolve_store", "run_namer"]
+__all__ = ["DASK_ADDRESS_ENV", "resolve_store", "run_namer", "task_runner"]
+
+DASK_ADDRESS_ENV = "KNOWLYR_DASK_ADDRESS"
 
 
 def resolve_store(url: str | None) -> str:
@@ -42,3 +44,33 @@ def run_namer(prefix: str, describe: Callable[[Any], str]) -> Callable[[], str]:
         return f"{prefix}-{what}" if what else prefix
 
     return name
+
+
+def task_runner(address: str | None = None) -> Any:
+    """The task runner of the fan-out flows (collect, reward, ingest).
+
+    With a Dask scheduler address (``address``, else ``$KNOWLYR_DASK_ADDRESS`` when the flow
+    module is imported, e.g. a deployment's job variable), prefect-dask's ``DaskTaskRunner``
+    on that cluster: rollout shards, reward shards and the record task run on its workers,
+    which need ``PREFECT_API_URL`` pointing at the same Prefect server and this package
+    installed. Without one, Prefect's ``ThreadPoolTaskRunner`` (its default) in this process.
+
+    Example:
+        >>> collect.with_options(task_runner=task_runner("tcp://10.0.0.5:8786"))(params)  # doctest: +SKIP
+
+    Raises:
+        ValueError: an address is given and prefect-dask is not installed.
+    """
+    address = address or os.environ.get(DASK_ADDRESS_ENV)
+    if not address:
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        return ThreadPoolTaskRunner()
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError:
+        raise ValueError(
+            f"a Dask scheduler address ({address}) needs prefect-dask: "
+            "pip install 'knowlyr-gym[dask]', or unset $KNOWLYR_DASK_ADDRESS to run in threads"
+        ) from None
+    return DaskTaskRunner(address=address)

@@ -13,7 +13,7 @@ from typing import Literal
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
-from flows._common import resolve_store, run_namer
+from flows._common import resolve_store, run_namer, task_runner
 from knowlyr.store import Manifest
 from tasks.collect import TaskSample, collect_episodes, dedup_trajectories, sample_tasks
 
@@ -145,7 +145,7 @@ def _describe(p) -> str:
     return f"{where}-{get('episodes', 64)}ep"
 
 
-@flow(name="collect", flow_run_name=run_namer("collect", _describe))
+@flow(name="collect", flow_run_name=run_namer("collect", _describe), task_runner=task_runner())
 def collect(params: CollectParams = CollectParams()) -> CollectReport:
     """Run an agent in an environment and add the episodes to the store."""
     store_url = resolve_store(params.store_url)

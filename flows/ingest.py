@@ -7,7 +7,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
-from flows._common import resolve_store, run_namer
+from flows._common import resolve_store, run_namer, task_runner
 from flows.reward import run_reward
 from knowlyr.store.ingest import IngestResult
 from tasks.record import fingerprint_logs, record_logs
@@ -52,7 +52,7 @@ def _describe(p) -> str:
     return "+".join(Path(x).name for x in logs)[:60]
 
 
-@flow(name="ingest", flow_run_name=run_namer("ingest", _describe))
+@flow(name="ingest", flow_run_name=run_namer("ingest", _describe), task_runner=task_runner())
 def ingest(params: IngestParams) -> IngestReport:
     """Convert a directory of agent logs into the store (labelled from evaluation results), dedup and reward them."""
     store_url = resolve_store(params.store_url)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
-from flows._common import resolve_store, run_namer
+from flows._common import resolve_store, run_namer, task_runner
 from knowlyr.errors import NotFoundError
 from knowlyr.store import Manifest, Store, TableRef
 from tasks.reward import RewardParams, RewardSummary, build_preference_pairs, score_trajectories
@@ -57,7 +57,7 @@ def _describe(p) -> str:
     return f"trajectories@{'latest' if v is None else v}"
 
 
-@flow(name="reward", flow_run_name=run_namer("reward", _describe))
+@flow(name="reward", flow_run_name=run_namer("reward", _describe), task_runner=task_runner())
 def reward(params: RewardFlowParams = RewardFlowParams()) -> RewardReport:
     """Score unscored trajectories of a store version and optionally build preference pairs."""
     ref = latest_ref(resolve_store(params.store_url), params.version)

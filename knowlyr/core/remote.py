@@ -278,9 +278,12 @@ class RemoteEnv(AgentEnv):
         )
 
 
-def remote_spec(url: str, *, token: str | None = None, timeout_s: float = 30.0) -> Any:
+def remote_spec(
+    url: str, *, token: str | None = None, timeout_s: float = 30.0, connect_timeout_s: float = 15.0
+) -> Any:
     """The :class:`~knowlyr.core.registry.EnvSpec` a server reports for its env (its
-    registered ``max_steps`` and description); building it makes a :class:`RemoteEnv`."""
+    registered ``max_steps`` and description), waiting up to ``connect_timeout_s`` for the
+    server as :class:`RemoteEnv` does; building it makes a :class:`RemoteEnv`."""
     import functools
 
     import httpx
@@ -290,13 +293,20 @@ def remote_spec(url: str, *, token: str | None = None, timeout_s: float = 30.0) 
     base, env_id = split_url(url)
     token = token if token is not None else os.environ.get(TOKEN_ENV)
     headers = {"authorization": f"Bearer {token}"} if token else {}
-    try:
-        r = httpx.get(f"{base}/{env_id}", headers=headers, timeout=timeout_s)
-    except httpx.HTTPError as e:
-        raise EnvServerError(
-            f"no env server answered at {base} ({type(e).__name__}: {e}); start one with "
-            f"`knowlyr env serve {env_id} --port PORT`"
-        ) from None
+    deadline = time.monotonic() + connect_timeout_s
+    while True:
+        try:
+            r = httpx.get(f"{base}/{env_id}", headers=headers, timeout=timeout_s)
+            break
+        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+            if time.monotonic() >= deadline:
+                raise EnvServerError(
+                    f"no env server answered at {base} for {connect_timeout_s:g} s ({e}); "
+                    f"start one with `knowlyr env serve {env_id} --port PORT`"
+                ) from None
+            time.sleep(0.2)
+        except httpx.HTTPError as e:
+            raise EnvServerError(f"env server {base}: {type(e).__name__}: {e}") from None
     if r.status_code == 401:
         raise ConfigError(
             f"env server {base}: it needs a bearer token; pass token= or set ${TOKEN_ENV}"
