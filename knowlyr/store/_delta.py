@@ -103,9 +103,9 @@ class DeltaTables:
             base = os.path.join(self.root, "tables")
             names = sorted(os.listdir(base)) if os.path.isdir(base) else []
         else:
-            import fsspec
+            from knowlyr.store.blobs import url_to_fs
 
-            fs, path = fsspec.core.url_to_fs(f"{self.root}/tables", **self.storage_options)
+            fs, path = url_to_fs(f"{self.root}/tables", self.storage_options, shown=self.root)
             if fs.exists(path):
                 names = sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False))
         out = {}

@@ -46,10 +46,12 @@ def url_to_fs(
 
     protocol = url.split("://", 1)[0]
     try:
-        return fsspec.core.url_to_fs(url, **(storage_options or {}))
+        return fsspec.core.url_to_fs(url, **fsspec_options(protocol, storage_options))
     except ImportError as e:
         package = known_implementations.get(protocol, {}).get("class", "").split(".")[0]
         fix = f"pip install {package}" if package else f"install fsspec's {protocol} backend"
+        if protocol in ("s3", "s3a"):
+            fix = "pip install s3fs (the knowlyr-gym[s3] extra)"
         raise ConfigError(
             f"store {shown or url}: {protocol}:// needs the {package or protocol} package, "
             f"which is not installed: {fix} (or give a local path)"
@@ -61,6 +63,42 @@ def url_to_fs(
             f"store {shown or url}: fsspec knows no protocol {protocol!r}; give a local path or "
             "a URL such as s3://bucket/prefix, gs://bucket/prefix, file:///path"
         ) from e
+
+
+# deltalake's (object_store's) S3 option names -> s3fs's, so one storage_options dict serves both
+_S3FS_KEYS = {
+    "aws_access_key_id": "key",
+    "access_key_id": "key",
+    "aws_secret_access_key": "secret",
+    "secret_access_key": "secret",
+    "aws_session_token": "token",
+    "session_token": "token",
+    "aws_endpoint_url": "endpoint_url",
+    "aws_endpoint": "endpoint_url",
+    "endpoint_url": "endpoint_url",
+    "endpoint": "endpoint_url",
+}
+_S3FS_REGION = ("aws_region", "region", "aws_default_region")
+
+
+def fsspec_options(protocol: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """``storage_options`` for fsspec. For ``s3://`` they may be written as deltalake takes
+    them (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_REGION``...): those are renamed
+    to s3fs's arguments, deltalake-only ones (``AWS_ALLOW_HTTP``...) dropped, s3fs's own kept.
+    Without any, both libraries read the standard ``AWS_*`` environment variables."""
+    opts = dict(storage_options or {})
+    if protocol not in ("s3", "s3a") or not opts:
+        return opts
+    out: dict[str, Any] = {}
+    for k, v in opts.items():
+        low = k.lower()
+        if low in _S3FS_KEYS:
+            out[_S3FS_KEYS[low]] = v
+        elif low in _S3FS_REGION:
+            out.setdefault("client_kwargs", {})["region_name"] = v
+        elif not low.startswith("aws_") and low not in ("allow_http", "conditional_put"):
+            out[k] = v  # s3fs's own (anon, client_kwargs, config_kwargs...)
+    return out
 
 
 class BlobStore:

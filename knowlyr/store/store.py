@@ -20,7 +20,13 @@ the table (released by the kernel if the writer dies) while it reads the current
 anti-joins the input and appends, so overlapping writers in different processes serialise
 and never insert a key twice. On object stores, where no such lock exists, new rows are
 committed with a Delta MERGE on the key (insert when not matched), retried on commit
-conflicts. Dedup itself is an anti-join on the key column only, against a per-version
+conflicts. What makes a commit itself safe there is Delta's own mechanism: deltalake (>= 1.0)
+creates the commit file ``_delta_log/<version>.json`` with a conditional write (S3
+``PutObject`` with ``If-None-Match: *``, which S3 has honoured since 2024; GCS and Azure
+have the same), so of two writers racing for one version exactly one wins and the other
+re-reads the log, checks for conflicts and retries. No locking provider is needed (delta-rs
+1.0 removed the DynamoDB one); an S3-compatible server without conditional writes is not
+safe for several writers. Dedup itself is an anti-join on the key column only, against a per-version
 cached key set, so re-adding known content reads nothing but the id column once.
 """
 
@@ -57,8 +63,18 @@ __all__ = ["DEFAULT_STORE", "Store"]
 _ID_FILE = "store.id"
 
 DEFAULT_STORE = ".knowlyr/store"
+# URL schemes deltalake's object stores serve (memory:// is fsspec's only: not for tables)
+_TABLE_SCHEMES = frozenset(
+    {"file", "s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "azure", "hdfs", "lakefs"}
+)
 _DECODE = 256  # trajectories decoded at once by iter_trajectories
 _STREAM_ROWS = 1000  # trajectories serialised per Arrow batch while the writer compresses
+
+
+def _fsspec_knows(protocol: str) -> bool:
+    from fsspec.registry import known_implementations, registry
+
+    return protocol in known_implementations or protocol in registry
 
 
 def default_url() -> str:
@@ -90,6 +106,13 @@ class Store(DeltaTables):
         url = os.fspath(url)
         if not url:
             raise ConfigError("store url must be a path or fsspec URL, got an empty string")
+        scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
+        if scheme not in _TABLE_SCHEMES and _fsspec_knows(scheme):  # else fsspec's error below
+            raise ConfigError(
+                f"store {url}: Delta tables cannot live on {scheme}:// (deltalake reads and "
+                f"writes {', '.join(s + '://' for s in sorted(_TABLE_SCHEMES))} and local "
+                "paths); use a local path or a bucket URL such as s3://bucket/prefix"
+            )
         self.local = _is_local(url)
         if self.local:
             path = url[len("file://") :] if url.startswith("file://") else url
@@ -159,9 +182,9 @@ class Store(DeltaTables):
             finally:
                 os.unlink(tmp)
             return new
-        import fsspec
+        from knowlyr.store.blobs import url_to_fs
 
-        fs, root = fsspec.core.url_to_fs(self.root, **self.storage_options)
+        fs, root = url_to_fs(self.root, self.storage_options)
         path = f"{root}/{_ID_FILE}"
         if not fs.exists(path):
             fs.pipe_file(path, uuid.uuid4().hex.encode())
