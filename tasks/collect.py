@@ -84,13 +84,31 @@ def collect_episodes(
         tasks=task_ids or None,
         seed=seed,
         max_steps=max_steps,
-        env_kwargs=env_kwargs,
+        env_kwargs=with_store(env_id, store_url, env_kwargs),
     )
     blob = stage_trajectories(Store.open(store_url), trajs)
     ok = sum(bool(t.outcome.success) for t in trajs)
     return Staged(
         store=store_url, blob=blob, episodes=len(trajs), successes=ok, env_id=env_id, agent=agent
     )
+
+
+def with_store(env_id: str, store_url: str, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """``env_kwargs`` plus ``store=store_url`` for an env that keeps blobs in a store (the
+    browser's screenshots), so they land in the store the episodes go to."""
+    import inspect
+
+    from knowlyr.core.registry import spec
+    from knowlyr.errors import UnknownEnvError
+
+    kwargs = dict(env_kwargs or {})
+    try:
+        takes_store = "store" in inspect.signature(spec(env_id).load()).parameters
+    except (UnknownEnvError, TypeError, ValueError):  # a remote env's URL, no signature
+        return kwargs
+    if takes_store:
+        kwargs.setdefault("store", store_url)
+    return kwargs
 
 
 @task(cache_policy=STAGE_CACHE, task_run_name="dedup-{stage}-{n_shards}-shards")

@@ -33,3 +33,12 @@ def test_collect_runs_browser_episodes_into_the_store(store_url, monkeypatch):
     trajs = Store.open(store_url).read_trajectories()
     assert len(trajs) == 3 and {t.task.domain for t in trajs} == {"browser"}
     assert all(t.steps[-1].tool == "submit" for t in trajs)
+
+
+def test_envs_that_keep_blobs_get_the_collections_store():
+    from tasks.collect import with_store
+
+    assert with_store("knowlyr/browser", "/s", None) == {"store": "/s"}
+    assert with_store("knowlyr/browser", "/s", {"store": "/t"}) == {"store": "/t"}
+    assert with_store("knowlyr/conversation", "/s", {"family": "x"}) == {"family": "x"}
+    assert with_store("http://127.0.0.1:1/knowlyr/conversation", "/s", None) == {}
