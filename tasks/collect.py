@@ -102,9 +102,11 @@ def with_store(env_id: str, store_url: str, env_kwargs: dict[str, Any] | None) -
     from knowlyr.errors import UnknownEnvError
 
     kwargs = dict(env_kwargs or {})
+    if "://" in env_id:  # an env server's URL: the server's envs have their own settings
+        return kwargs
     try:
         takes_store = "store" in inspect.signature(spec(env_id).load()).parameters
-    except (UnknownEnvError, TypeError, ValueError):  # a remote env's URL, no signature
+    except (UnknownEnvError, TypeError, ValueError):  # no such env, or no signature
         return kwargs
     if takes_store:
         kwargs.setdefault("store", store_url)
