@@ -132,11 +132,31 @@ def referenced_blobs(store: Store) -> set[str]:
             df = lf.select(cols).collect()
             for c in cols:
                 refs.update(v for v in df[c].drop_nulls().unique().to_list() if _HEX64.match(v))
+        if table == "trajectories" and "data" in schema:
+            refs |= _step_blobs(lf)
     for run in store.runs() if "runs" in store.tables() else []:
         for v in (*run.inputs.values(), *run.outputs.values()):
             if isinstance(v, str) and _HEX64.match(v):
                 refs.add(v)
     return refs
+
+
+#: A blob named inside a trajectory's JSON: a step's ``metadata`` key such as ``screenshot``
+#: (the browser env's PNGs) or one ending in ``blob``.
+_STEP_BLOB = r'"(?:screenshot|[a-z_]*blob)":\s*"([0-9a-f]{64})"'
+
+
+def _step_blobs(lf: Any) -> set[str]:
+    """Blob hashes that trajectories' steps name in their metadata (e.g. screenshots)."""
+    import polars as pl
+
+    hits = (
+        lf.select(pl.col("data").cast(pl.String))
+        .filter(pl.col("data").str.contains(_STEP_BLOB))
+        .select(pl.col("data").str.extract_all(_STEP_BLOB).explode().str.extract(_STEP_BLOB, 1))
+        .collect()
+    )
+    return {h for h in hits.to_series().drop_nulls().unique().to_list() if _HEX64.match(h)}
 
 
 def _first_version_with(store: Store, tid: str, latest: int) -> int:

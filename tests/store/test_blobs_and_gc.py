@@ -106,3 +106,15 @@ def test_fsspec_blob_backend_round_trips_and_detects_corruption() -> None:
     assert not blobs.has(h)
     with pytest.raises(NotFoundError):
         blobs.get(h)
+
+
+def test_gc_keeps_blobs_that_steps_name_in_their_metadata(store: Store) -> None:
+    """The browser env's screenshots are blobs named only inside a step's metadata."""
+    png = store.put_blob(b"\x89PNG screenshot")
+    orphan = store.put_blob(b"nobody points here")
+    t = make_traj(2)
+    t.steps[0].metadata["screenshot"] = png
+    store.add_trajectories([t])
+    done = store.gc(dry_run=False, min_age_s=0)
+    assert done.unreferenced == [orphan]
+    assert store.get_blob(png) == b"\x89PNG screenshot"
