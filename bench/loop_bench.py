@@ -2,8 +2,10 @@
 
 Runs the real ``iterate`` flow (Prefect's ephemeral API) night after night on a fresh store:
 
-- **night 0** is the warm-up: ``--warmup`` expert demonstrations train a tiny model from
-  scratch (SFT); it is promoted when it beats the untrained model: the first champion;
+- **night 0** is the warm-up: ``--warmup`` demonstrations of ``--warmup-agent`` (the expert,
+  or logs of mixed quality such as ``noisy:0.25:give_up`` cloned whole with ``--warmup-all``)
+  train a tiny model from scratch (SFT); it is promoted when it beats the untrained model:
+  the first champion;
 - **nights 1..N-1** collect with the champion only (``--episodes`` per night: tasks x
   ``--attempts`` sampled at temperature 1.0), score with the reward model, train on from the
   champion with ``--method`` on the champion's own rollouts, and promote on a significant
@@ -25,7 +27,11 @@ Beside it, in the same run and on the same final sample:
 Usage::
 
     .venv/bin/python bench/loop_bench.py                       # the nightly mix, 4 nights
-    .venv/bin/python bench/loop_bench.py --family order_status --warmup 30 --episodes 240
+    # the README's run: a warm-up cloned from 2,000 logs of mixed quality (a quarter of the
+    # episodes give up), the sampled policy evaluated (about 45 minutes here)
+    .venv/bin/python bench/loop_bench.py --family order_status --warmup 2000 \
+        --warmup-agent noisy:0.25:give_up --warmup-all --warmup-epochs 20 --episodes 800 \
+        --epochs 3 --lr 1e-3 --eval 200 --final-eval 300 --eval-temperature 1.0
 """
 
 from __future__ import annotations
