@@ -11,17 +11,26 @@ from __future__ import annotations
 from typing import Literal
 
 from prefect import flow, get_run_logger
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from flows._common import resolve_store, run_namer, task_runner
 from knowlyr.store import Manifest
 from tasks.collect import TaskSample, collect_episodes, dedup_trajectories, sample_tasks
 
-__all__ = ["CollectParams", "CollectReport", "TaskSource", "collect", "run_collect"]
+__all__ = [
+    "CollectParams",
+    "CollectReport",
+    "CollectSettings",
+    "TaskSource",
+    "collect",
+    "run_collect",
+]
 
 
 class TaskSource(BaseModel):
     """Where tasks come from: an environment, its task suite and optionally one family."""
+
+    model_config = ConfigDict(extra="forbid")
 
     env_id: str = Field(..., description="registered environment id")
     suite: str = Field(..., description="task suite of that environment")
@@ -31,8 +40,10 @@ class TaskSource(BaseModel):
         return f"{self.suite}/{self.family}" if self.family else self.suite
 
 
-class CollectParams(BaseModel):
-    """Parameters of :func:`collect`."""
+class CollectSettings(BaseModel):
+    """What to collect and how, without the seed and the store (``iterate`` sets those)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     env_id: str = Field("knowlyr/conversation", description="registered environment id")
     suite: str = Field("conversation", description="task suite the episodes are drawn from")
@@ -55,13 +66,18 @@ class CollectParams(BaseModel):
         0.0, ge=0, description="a checkpoint's sampling temperature (0: greedy)"
     )
     shards: int = Field(2, gt=0, description="rollout tasks fanned out through the task runner")
-    seed: int = Field(0, description="task sampling and episode seed")
     max_steps: int | None = Field(None, gt=0, description="step limit (default: the env's)")
-    store_url: str | None = Field(None, description="store root (default .knowlyr/store)")
 
     def sources(self) -> list[TaskSource]:
         """The task sources: :attr:`mix`, or the one of ``env_id`` / ``suite`` / ``family``."""
         return self.mix or [TaskSource(env_id=self.env_id, suite=self.suite, family=self.family)]
+
+
+class CollectParams(CollectSettings):
+    """Parameters of :func:`collect`."""
+
+    seed: int = Field(0, description="task sampling and episode seed")
+    store_url: str | None = Field(None, description="store root (default .knowlyr/store)")
 
 
 class CollectReport(BaseModel):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from prefect import flow, get_run_logger
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from flows._common import resolve_store, run_namer
 from flows.collect import TaskSource
@@ -23,6 +23,8 @@ __all__ = ["EvalParams", "EvaluateParams", "evaluate", "run_evaluation"]
 
 class EvalParams(BaseModel):
     """How policies are evaluated and when a candidate is promoted."""
+
+    model_config = ConfigDict(extra="forbid")
 
     episodes: int = Field(100, gt=0, description="held-out tasks (one episode each)")
     seed: int = Field(50_000, description="held-out sample seed (fixed: comparable across nights)")
@@ -83,6 +85,8 @@ def run_evaluation(
 
 class EvaluateParams(BaseModel):
     """Parameters of :func:`evaluate`: a checkpoint folder against a baseline folder."""
+
+    model_config = ConfigDict(extra="forbid")
 
     candidate: str = Field(..., description="checkpoint folder to evaluate")
     baseline: str | None = Field(None, description="baseline folder (default: the champion)")

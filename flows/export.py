@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from prefect import flow, get_run_logger
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from flows._common import resolve_store, run_namer
 from flows.reward import latest_ref, run_reward
@@ -15,6 +15,8 @@ __all__ = ["ExportFlowParams", "export"]
 
 class ExportFlowParams(BaseModel):
     """Parameters of :func:`export`."""
+
+    model_config = ConfigDict(extra="forbid")
 
     store_url: str | None = Field(None, description="store root (default .knowlyr/store)")
     version: int | None = Field(None, description="trajectories version (default: latest)")

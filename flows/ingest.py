@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow, get_run_logger
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from flows._common import resolve_store, run_namer, task_runner
 from flows.reward import run_reward
@@ -18,6 +18,8 @@ __all__ = ["IngestParams", "IngestReport", "ingest"]
 
 class IngestParams(BaseModel):
     """Parameters of :func:`ingest`."""
+
+    model_config = ConfigDict(extra="forbid")
 
     logs: list[str] = Field(..., min_length=1, description="log files or directories")
     store_url: str | None = Field(

@@ -30,19 +30,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from prefect import flow, get_run_logger
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flows._common import resolve_store, run_namer
-from flows.collect import CollectParams, CollectReport, TaskSource, run_collect
+from flows.collect import CollectParams, CollectReport, CollectSettings, TaskSource, run_collect
 from flows.evaluate import EvalParams, run_evaluation
 from flows.report import iteration_report
 from flows.train import run_training
 from knowlyr.agents.spec import recorded_prefix
 from tasks.evaluate import ComparisonSummary, Decision, current_champion, promote_checkpoint
-from tasks.export import DatasetRef, ExportParams, export_dataset
+from tasks.export import DatasetRef, ExportParams, ExportSettings, export_dataset
 from tasks.reward import RewardParams, RewardSummary, score_trajectories
 from tasks.train import Checkpoint, TrainParams
 
@@ -63,6 +63,8 @@ NIGHTLY_MIX = [
     TaskSource(env_id="knowlyr/advisory", suite="advisory"),
 ]
 
+M = TypeVar("M", bound=BaseModel)
+
 #: Rollouts of trained policies are recorded as ``checkpoint:<name>``: what later nights train on.
 MODEL_AGENTS = "checkpoint:"
 
@@ -73,6 +75,8 @@ class NothingToTrain(RuntimeError):
 
 class WarmupParams(BaseModel):
     """The first night: expert demonstrations that train the first policy from scratch."""
+
+    model_config = ConfigDict(extra="forbid")
 
     episodes: int = Field(50, gt=0, description="expert demonstrations (one per task)")
     agent: str = Field(
@@ -91,25 +95,48 @@ class WarmupParams(BaseModel):
     )
 
 
+_STAGES = ("warmup", "collect", "reward", "export", "train", "evaluate")
+_SET_BY_THE_ITERATION = {
+    "collect": {
+        "seed": "set params.seed (null: the run's date)",
+        "store_url": "set params.store_url",
+    },
+    "export": {"kind": "it is the train method's (train.method, sft on the warm-up night)"},
+}
+
+
+def _merged(base: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``given``'s values, nested dicts merged (lists replace)."""
+    out = dict(base)
+    for key, value in given.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 class IterateParams(BaseModel):
     """Parameters of one night; every stage's parameters are a nested model."""
+
+    model_config = ConfigDict(extra="forbid")
 
     store_url: str | None = Field(None, description="store root (default .knowlyr/store)")
     seed: int | None = Field(
         0, description="collection seed; null derives it from the run's scheduled date (nightly)"
     )
     warmup: WarmupParams = Field(default_factory=WarmupParams)
-    collect: CollectParams = Field(
-        default_factory=lambda: CollectParams(
+    collect: CollectSettings = Field(
+        default_factory=lambda: CollectSettings(
             mix=NIGHTLY_MIX, agent="champion", episodes=800, attempts=4, temperature=1.0,
             max_steps=4, shards=2,
         ),
         description="the champion's rollouts (the task sources also scope the warm-up, the "
-        "export and the evaluation; its seed and store_url are the iteration's)",
+        "export and the evaluation; the seed and the store are the iteration's)",
     )  # fmt: skip
     reward: RewardParams = Field(default_factory=RewardParams)
-    export: ExportParams = Field(
-        default_factory=lambda: ExportParams(suite=None, family=None),
+    export: ExportSettings = Field(
+        default_factory=lambda: ExportSettings(suite=None, family=None),
         description="which trajectories become the dataset (its kind is the train method's)",
     )
     train: TrainParams = Field(
@@ -120,6 +147,26 @@ class IterateParams(BaseModel):
     )
     evaluate: EvalParams = Field(default_factory=lambda: EvalParams(episodes=150, max_steps=4))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _stages_keep_their_defaults(cls, data: Any) -> Any:
+        """A stage given as a partial dict (``{"collect": {"episodes": 256}}``) changes only
+        those fields of this loop's stage defaults (not of the stage model's own defaults);
+        fields the iteration sets itself are refused with the field to use instead."""
+        if not isinstance(data, dict):
+            return data
+        for stage, owned in _SET_BY_THE_ITERATION.items():
+            given = data.get(stage)
+            for key, instead in owned.items() if isinstance(given, dict) else ():
+                if key in given:
+                    raise ValueError(f"{stage}.{key} is set by the iteration: {instead}")
+        out = dict(data)
+        for stage in _STAGES:
+            if isinstance(data.get(stage), dict):
+                default = cls.model_fields[stage].get_default(call_default_factory=True)
+                out[stage] = _merged(default.model_dump(), data[stage])
+        return out
+
     @classmethod
     def one_night(cls, **overrides: Any) -> IterateParams:
         """``make run``: the order_status recipe. A fresh store's night trains on 2,000 expert
@@ -129,11 +176,11 @@ class IterateParams(BaseModel):
         )
         base = cls(
             warmup=WarmupParams(episodes=2000, train=TrainParams()),
-            collect=CollectParams(
+            collect=CollectSettings(
                 mix=[source], agent="champion", episodes=1000, attempts=2, temperature=1.0,
                 shards=2,
             ),
-            export=ExportParams(suite="conversation", family="order_status"),
+            export=ExportSettings(suite="conversation", family="order_status"),
             evaluate=EvalParams(),
         )  # fmt: skip
         return base.model_copy(update=overrides)
@@ -146,11 +193,11 @@ class IterateParams(BaseModel):
         )
         base = cls(
             warmup=WarmupParams(episodes=48, train=TrainParams(epochs=1, batch_size=16, restarts=2)),
-            collect=CollectParams(
+            collect=CollectSettings(
                 mix=[source], agent="champion", episodes=24, attempts=2, temperature=1.0,
                 shards=2, max_steps=3,
             ),
-            export=ExportParams(suite="conversation", family="order_status"),
+            export=ExportSettings(suite="conversation", family="order_status"),
             train=TrainParams(epochs=1, restarts=1, target_eval_loss=None, validation_fraction=0),
             evaluate=EvalParams(episodes=6, max_new_tokens=24, max_steps=2),
         )  # fmt: skip
@@ -191,10 +238,20 @@ def _describe(p: Any) -> str:
         where = first.get("env_id") if isinstance(first, dict) else first.env_id
     else:
         where = "mix" if mix else cget("env_id", "knowlyr/conversation")
-    return f"{where}-{cget('episodes', 2000)}ep-seed{'auto' if seed is None else seed}"
+    return f"{where}-{cget('episodes', 2000)}ep-seed{_nightly_seed() if seed is None else seed}"
 
 
-@flow(name="iterate", flow_run_name=run_namer("iterate", _describe))
+def _stage(model: type[M], settings: BaseModel, **update: Any) -> M:
+    """A stage's parameters: the night's ``settings`` with what the iteration sets."""
+    return model.model_validate({**settings.model_dump(), **update})
+
+
+@flow(
+    name="iterate",
+    flow_run_name=run_namer("iterate", _describe),
+    retries=1,
+    retry_delay_seconds=60,
+)
 def iterate(params: IterateParams = IterateParams()) -> IterateReport:
     """One night: collect with the champion (the warm-up demonstrations on the first night),
     reward, export, train from the champion, evaluate against it, promote if better."""
@@ -207,19 +264,23 @@ def iterate(params: IterateParams = IterateParams()) -> IterateReport:
     if warmup:
         w = params.warmup
         log.info(f"no champion in {store_url}: warm-up night on {w.episodes} {w.agent} episodes")
-        collect = params.collect.model_copy(
-            update={"agent": w.agent, "episodes": w.episodes, "attempts": 1, "temperature": 0.0}
+        collect = _stage(
+            CollectParams,
+            params.collect,
+            agent=w.agent,
+            episodes=w.episodes,
+            attempts=1,
+            temperature=0.0,
+            seed=seed,
         )
-        export = params.export.model_copy(update={"kind": "sft", "only_success": w.only_success})
+        export = _stage(ExportParams, params.export, kind="sft", only_success=w.only_success)
         train, agents = w.train, recorded_prefix(w.agent)
     else:
         log.info(f"champion {champion.name} ({champion.blob[:12]}) collects tonight")
-        collect, export = (
-            params.collect,
-            params.export.model_copy(update={"kind": params.train.method}),
-        )
+        collect = _stage(CollectParams, params.collect, seed=seed)
+        export = _stage(ExportParams, params.export, kind=params.train.method)
         train, agents = params.train, MODEL_AGENTS
-    collected = run_collect(collect.model_copy(update={"seed": seed}), store_url)
+    collected = run_collect(collect, store_url)
     trajectories = collected.trajectories.ref
     n = params.reward.shards
     rewards = [

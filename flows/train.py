@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from flows._common import run_namer
 from knowlyr.store import Store
@@ -19,6 +19,8 @@ __all__ = ["TrainFlowParams", "run_training", "train", "train_restarts"]
 
 class TrainFlowParams(BaseModel):
     """Parameters of :func:`train`: the dataset (as exported), optional init and settings."""
+
+    model_config = ConfigDict(extra="forbid")
 
     dataset: DatasetRef = Field(..., description="the export to train on (from `export`)")
     init: Checkpoint | None = Field(None, description="initial policy (default: built fresh)")
@@ -41,10 +43,11 @@ def train_restarts(
         # one candidate's parameters, without the selection settings (they would only split
         # the cache of identical training runs)
         q = p.model_copy(
-            update={"seed": seed, "restarts": 1, "target_eval_loss": None, "deployment": None}
-        )
+            update={"seed": seed, "restarts": 1, "target_eval_loss": None, "deployment": None,
+                    "timeout_s": None}
+        )  # fmt: skip
         start = init or build_policy(dataset, q.model, q.hidden_size, q.num_layers, q.seed)
-        return start, train_policy(dataset, start, q)
+        return start, train_policy.with_options(timeout_seconds=p.timeout_s)(dataset, start, q)
 
     seeds = range(p.seed, p.seed + p.restarts)
     _, pairs = restart(one, seeds, lambda pair: pair[1].metrics, target=p.target_eval_loss)

@@ -10,24 +10,40 @@ re-run with unchanged inputs is a cache hit; when an upstream stage writes a new
 manifest changes and every task downstream of it recomputes, while stages upstream stay
 cached. The library version and the task's own source are part of the key, so a release or
 an edited task never serves a stale result.
+
+Stage runs are isolated (``SERIALIZABLE``, Prefect's cache locking): two flow runs that reach
+the same stage with the same key, e.g. two identical runs of a deployment, never compute it
+twice; the second waits for the first's lock and reads its result. Locks are files under
+``$PREFECT_HOME/locks`` (shared by the flow-run processes of one machine); a lock whose holder
+process died (``kill -9``) is broken by the next run that needs it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import os
+import socket
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 import orjson
 from prefect.cache_policies import CachePolicy
 from prefect.context import TaskRunContext
+from prefect.locking.filesystem import FileSystemLockManager
 
 import knowlyr
 
-__all__ = ["STAGE_CACHE", "StageCachePolicy", "canonical", "stage_key", "store_urls"]
+__all__ = [
+    "STAGE_CACHE",
+    "StageCachePolicy",
+    "StageLockManager",
+    "canonical",
+    "stage_key",
+    "store_urls",
+]
 
 
 def canonical(value: Any) -> Any:
@@ -133,4 +149,62 @@ class StageCachePolicy(CachePolicy):
         return stage_key(task_ctx.task.name, inputs or {}, source=_task_source(task_ctx))
 
 
-STAGE_CACHE = StageCachePolicy()
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class StageLockManager(FileSystemLockManager):
+    """Prefect's file lock manager under ``$PREFECT_HOME/locks`` (read when a lock is taken, so
+    a test's temporary settings apply), which also records the holder's host and process and
+    breaks a lock whose holder process on this host is gone."""
+
+    def __init__(self) -> None:
+        self._locks = {}
+
+    @property
+    def lock_files_directory(self) -> Path:
+        from prefect.settings import PREFECT_HOME
+
+        return Path(PREFECT_HOME.value()).expanduser().resolve() / "locks"
+
+    @lock_files_directory.setter
+    def lock_files_directory(self, value: Path) -> None:  # the base class assigns it
+        pass
+
+    def _lock_path_for_key(self, key: str) -> Path:
+        return self.lock_files_directory.joinpath(key).with_suffix(".lock")
+
+    def acquire_lock(self, key, holder, acquire_timeout=None, hold_timeout=None) -> bool:
+        if not super().acquire_lock(key, holder, acquire_timeout, hold_timeout):
+            return False
+        info = self._locks[key]
+        expiration = info["expiration"]
+        info.update(host=socket.gethostname(), pid=os.getpid())
+        self._lock_path_for_key(key).write_bytes(
+            orjson.dumps(
+                {"holder": holder, "expiration": None if expiration is None else str(expiration),
+                 "host": info["host"], "pid": info["pid"]}
+            )
+        )  # fmt: skip
+        return True
+
+    def is_locked(self, key: str, use_cache: bool = False) -> bool:
+        info = self._get_lock_info(key, use_cache=use_cache)
+        if info is None:
+            return False
+        if info.get("host") == socket.gethostname() and not _alive(int(info.get("pid") or 0)):
+            Path(info["path"]).unlink(missing_ok=True)  # the holder was killed: a stale lock
+            self._locks.pop(key, None)
+            return False
+        return super().is_locked(key, use_cache=use_cache)
+
+
+STAGE_CACHE = StageCachePolicy().configure(
+    isolation_level="SERIALIZABLE", lock_manager=StageLockManager()
+)

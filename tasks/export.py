@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from prefect import task
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from knowlyr.export.store_io import export_from_store
 from knowlyr.export.store_io import load_dataset as load_stored_dataset
@@ -14,20 +14,28 @@ from tasks._artifacts import publish_table
 from tasks._cache import STAGE_CACHE
 from tasks.reward import RewardSummary
 
-__all__ = ["DatasetRef", "ExportParams", "export_dataset", "load_dataset"]
+__all__ = ["DatasetRef", "ExportParams", "ExportSettings", "export_dataset", "load_dataset"]
 
 DEFAULT_SYSTEM_PROMPT = "You answer customers' questions about their orders."
 
 
-class ExportParams(BaseModel):
-    """Which trajectories become which kind of dataset."""
+class ExportSettings(BaseModel):
+    """Which trajectories become a dataset, without its kind (``iterate`` sets that from the
+    train method)."""
 
-    kind: Literal["sft", "dpo", "grpo"] = Field("sft", description="dataset kind")
+    model_config = ConfigDict(extra="forbid")
+
     suite: str | None = Field("conversation", description="only this suite (None: all)")
     family: str | None = Field("order_status", description="only this task family (None: all)")
     only_success: bool = Field(True, description="SFT: keep successful trajectories only")
     min_reward: float | None = Field(None, description="SFT: keep rewards >= this")
     system_prompt: str | None = Field(DEFAULT_SYSTEM_PROMPT, description="system message")
+
+
+class ExportParams(ExportSettings):
+    """Which trajectories become which kind of dataset."""
+
+    kind: Literal["sft", "dpo", "grpo"] = Field("sft", description="dataset kind")
 
 
 class DatasetRef(BaseModel):

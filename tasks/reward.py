@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import task
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from knowlyr.reward.store_io import load_calibration, preferences_from_store, score_unscored
 from knowlyr.store import Manifest, Store, TableRef
@@ -18,6 +18,8 @@ __all__ = ["RewardParams", "RewardSummary", "build_preference_pairs", "score_tra
 
 class RewardParams(BaseModel):
     """How trajectories are scored (see :class:`knowlyr.reward.RewardEngine`)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     profile: str | None = Field(
         None, description="DomainProfile (default: each trajectory's domain)"

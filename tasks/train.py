@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from prefect import task
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from knowlyr.store import Store
 from knowlyr.train.checkpoints import (
@@ -40,6 +40,8 @@ __all__ = [
 class TrainParams(BaseModel):
     """The model and the trainer's settings (see ``knowlyr.train``)."""
 
+    model_config = ConfigDict(extra="forbid")
+
     method: Literal["sft", "dpo", "grpo"] = Field(
         "sft",
         description="sft: SFT on the exported (reward-filtered) trajectories; dpo: DPO on "
@@ -71,6 +73,11 @@ class TrainParams(BaseModel):
     )
     deployment: str | None = Field(
         None, description="run training as this deployment (e.g. 'train/gpu') via run_deployment"
+    )
+    timeout_s: float | None = Field(
+        4 * 3600.0,
+        gt=0,
+        description="a training task run that takes longer fails (TimedOut) and its flow with it",
     )
     beta: float = Field(0.1, gt=0, description="dpo: KL strength towards the init (reference)")
     env_id: str | None = Field(
@@ -119,7 +126,7 @@ def checkpoint_path(ckpt: Checkpoint) -> str:
     return unpack_checkpoint(Store.open(ckpt.store), ckpt.blob)
 
 
-@task(cache_policy=STAGE_CACHE, task_run_name="init-{model}-for-{dataset.name}")
+@task(cache_policy=STAGE_CACHE, task_run_name="init-{model}-s{seed}-for-{dataset.name}")
 def build_policy(
     dataset: DatasetRef,
     model: str = "tiny",
@@ -143,31 +150,55 @@ def build_policy(
     )
 
 
-def _progress_callback(total_key: str) -> Any:
+def _progress_callback(key: str, what: str) -> Any:
+    from prefect import get_run_logger
     from prefect.artifacts import create_progress_artifact, update_progress_artifact
     from transformers import TrainerCallback
 
+    log = get_run_logger()
+
     class PrefectProgress(TrainerCallback):
-        """Reports training progress to a Prefect progress artifact."""
+        """Reports training progress and each logged loss / eval metric to the run's log and
+        a Prefect progress artifact (its description carries the latest numbers)."""
 
         artifact_id = None
+        latest = ""
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.artifact_id = create_progress_artifact(
-                0.0, key=total_key, description="Training steps done"
+                0.0, key=key, description=f"{what}: training started"
             )
 
         def on_log(self, args, state, control, logs=None, **kwargs):
+            numbers = {k: v for k, v in (logs or {}).items() if isinstance(v, int | float)}
+            shown = [
+                k for k in ("loss", "eval_loss", "train_loss", "learning_rate") if k in numbers
+            ]
+            self.latest = ", ".join(f"{k} {numbers[k]:.4g}" for k in shown)
+            step = f"step {state.global_step}/{state.max_steps}"
+            log.info(f"{what}: {step}, epoch {state.epoch or 0:.2f}: {self.latest}")
             if self.artifact_id is not None and state.max_steps:
                 update_progress_artifact(
-                    self.artifact_id, 100.0 * state.global_step / state.max_steps
+                    self.artifact_id,
+                    100.0 * state.global_step / state.max_steps,
+                    description=f"{what}: {step}, {self.latest}",
                 )
 
         def on_train_end(self, args, state, control, **kwargs):
             if self.artifact_id is not None:
-                update_progress_artifact(self.artifact_id, 100.0)
+                update_progress_artifact(
+                    self.artifact_id, 100.0, description=f"{what}: done, {self.latest}"
+                )
 
     return PrefectProgress()
+
+
+def _clear_unfinished(folder: Path) -> None:
+    """Remove a checkpoint folder that holds no saved model (a crashed or failed attempt)."""
+    import shutil
+
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @task(
@@ -182,7 +213,9 @@ def train_policy(dataset: DatasetRef, init: Checkpoint, params: TrainParams) -> 
     """
     store = Store.open(dataset.datasets.store)
     run_key = hashlib.sha256(f"{init.blob}{params.model_dump_json()}".encode()).hexdigest()
-    callbacks = [_progress_callback(artifact_key("train-progress"))] if in_run() else []
+    what = f"{params.method} seed {params.seed} on {dataset.name}"
+    progress_key = artifact_key("train-progress", params.method, f"s{params.seed}")
+    callbacks = [_progress_callback(progress_key, what)] if in_run() else []
     rows = load_dataset(dataset)
     if dataset.kind != params.method:
         raise ValueError(
@@ -190,6 +223,7 @@ def train_policy(dataset: DatasetRef, init: Checkpoint, params: TrainParams) -> 
             f"{dataset.kind} dataset {dataset.name}"
         )
     output_dir = checkpoint_root(store) / f"{dataset.name}-{params.method}-{run_key[:12]}"
+    _clear_unfinished(output_dir)  # an attempt killed mid-training left it empty
     common = {
         "init": checkpoint_path(init),
         "output_dir": output_dir,
@@ -199,23 +233,27 @@ def train_policy(dataset: DatasetRef, init: Checkpoint, params: TrainParams) -> 
         "seed": params.seed,
         "callbacks": callbacks,
     }
-    if params.method == "sft":
-        val = None
-        if params.validation_fraction > 0:
-            rows, val = validation_split(rows, params.validation_fraction)
-        out = train_sft_checkpoint(store, rows, eval_dataset=val, **common)
-    elif params.method == "dpo":
-        out = train_dpo_checkpoint(store, rows, beta=params.beta, **common)
-    else:
-        out = train_grpo_checkpoint(
-            store,
-            rows,
-            env_id=params.env_id,
-            num_generations=params.num_generations,
-            temperature=params.temperature,
-            max_steps=params.max_steps,
-            **common,
-        )
+    try:
+        if params.method == "sft":
+            val = None
+            if params.validation_fraction > 0:
+                rows, val = validation_split(rows, params.validation_fraction)
+            out = train_sft_checkpoint(store, rows, eval_dataset=val, **common)
+        elif params.method == "dpo":
+            out = train_dpo_checkpoint(store, rows, beta=params.beta, **common)
+        else:
+            out = train_grpo_checkpoint(
+                store,
+                rows,
+                env_id=params.env_id,
+                num_generations=params.num_generations,
+                temperature=params.temperature,
+                max_steps=params.max_steps,
+                **common,
+            )
+    except BaseException:
+        _clear_unfinished(output_dir)
+        raise
     store.record_run(
         "train",
         inputs={"datasets": dataset.datasets.version, "init": init.blob},

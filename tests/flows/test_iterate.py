@@ -72,7 +72,7 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
 
     # What the UI shows.
     keys = artifact_keys(state.state_details.flow_run_id)
-    assert {"collect-counts", "reward-stats", "export-counts", "train-progress", "train-candidates",
+    assert {"collect-counts", "reward-stats", "export-counts", "train-progress-sft-s0", "train-progress-sft-s1", "train-candidates",
             "evaluation", "iteration-report"} <= keys  # fmt: skip
     report_md = Path(report.report_dir, "report.md").read_text()
     assert (
