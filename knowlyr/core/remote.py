@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -73,6 +74,24 @@ def split_url(url: str) -> tuple[str, str]:
     prefix = "/".join(segments[:-2])
     base = f"{parts.scheme}://{parts.netloc}" + (f"/{prefix}" if prefix else "")
     return base, "/".join(segments[-2:])
+
+
+_CLIENTS: dict[str, Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _client(base_url: str) -> Any:
+    """One pooled ``httpx.Client`` per server and process, shared by every RemoteEnv (and
+    thread) that talks to it: a client is costly to build (its TLS context) and keeps
+    connections alive between calls."""
+    import httpx
+
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(base_url)
+        if client is None or client.is_closed:
+            limits = httpx.Limits(max_connections=512, max_keepalive_connections=128)
+            client = _CLIENTS[base_url] = httpx.Client(base_url=base_url, limits=limits)
+        return client
 
 
 def _json(value: Any) -> Any:
@@ -132,11 +151,9 @@ class RemoteEnv(AgentEnv):
         headers = {"content-type": "application/json"}
         if token:
             headers["authorization"] = f"Bearer {token}"
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
-        )
+        self._http = _client(self.base_url)
+        self._headers = headers
+        self._timeout = httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))
         self._create_body = {
             "kwargs": kwargs,
             "max_steps": max_steps,
@@ -145,11 +162,7 @@ class RemoteEnv(AgentEnv):
         self.episode_id: str | None = None
         self._schemas: list[dict[str, Any]] = []
         self.available_tools = []
-        try:
-            self._open()
-        except BaseException:
-            self._http.close()
-            raise
+        self._open()
 
     # -- the protocol ---------------------------------------------------------------------
 
@@ -193,8 +206,9 @@ class RemoteEnv(AgentEnv):
             import httpx
 
             with contextlib.suppress(httpx.HTTPError):
-                self._http.delete(f"/{self.env_id}/episodes/{eid}")
-        self._http.close()
+                self._http.delete(
+                    f"/{self.env_id}/episodes/{eid}", headers=self._headers, timeout=self._timeout
+                )
 
     def __repr__(self) -> str:
         return f"<RemoteEnv {self.url} episode={self.episode_id} domain={self.domain!r}>"
@@ -208,7 +222,12 @@ class RemoteEnv(AgentEnv):
         deadline = time.monotonic() + self.connect_timeout_s
         while True:
             try:
-                r = self._http.post(f"/{self.env_id}/episodes", content=_dumps(self._create_body))
+                r = self._http.post(
+                    f"/{self.env_id}/episodes",
+                    content=_dumps(self._create_body),
+                    headers=self._headers,
+                    timeout=self._timeout,
+                )
                 break
             except (httpx.ConnectError, httpx.ConnectTimeout) as e:
                 if time.monotonic() >= deadline:
@@ -231,7 +250,10 @@ class RemoteEnv(AgentEnv):
 
         try:
             r = self._http.post(
-                f"/{self.env_id}/episodes/{self.episode_id}/{what}", content=_dumps(body)
+                f"/{self.env_id}/episodes/{self.episode_id}/{what}",
+                content=_dumps(body),
+                headers=self._headers,
+                timeout=self._timeout,
             )
         except httpx.HTTPError as e:
             raise EnvServerError(

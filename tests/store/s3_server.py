@@ -81,12 +81,17 @@ def s3_server(log_dir: Path) -> Iterator[S3Server]:
 
 @contextmanager
 def aws_env(env: dict[str, str]) -> Iterator[None]:
-    """Set the AWS_* variables in this process for the block."""
+    """Set the AWS_* variables in this process for the block (s3fs caches filesystems with the
+    endpoint they were made with, so its cache is cleared on the way in and out)."""
+    import s3fs
+
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
+    s3fs.S3FileSystem.clear_instance_cache()
     try:
         yield
     finally:
+        s3fs.S3FileSystem.clear_instance_cache()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
