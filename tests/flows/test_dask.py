@@ -85,13 +85,9 @@ def cluster(prefect_harness: Path, s3: S3Server, tmp_path_factory) -> Iterator[C
             client.wait_for_workers(2, timeout=120)
         yield Cluster(address, sched, workers)
     finally:
-        for p in reversed(procs):
-            p.terminate()
         for p in procs:
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+            p.kill()  # throwaway processes: no graceful shutdown to wait for
+            p.wait(10)
 
 
 def _content(url: str) -> tuple[list[str], list[tuple[str, float]]]:
