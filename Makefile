@@ -14,7 +14,7 @@ export TOKENIZERS_PARALLELISM := false
 # knowlyr's loggers (training progress) go to the Prefect run log, not raw to the terminal
 export PREFECT_LOGGING_EXTRA_LOGGERS := knowlyr
 
-.PHONY: install sysdeps run test lint format bench clean server deploy worker
+.PHONY: install sysdeps run test lint format bench clean server deploy worker notify
 
 # torch is pinned to the local CPU wheel and installed in the same pip command as everything
 # that depends on it (any other version pulls gigabytes of CUDA builds).
@@ -48,17 +48,28 @@ clean:
 	rm -rf .knowlyr .pytest_cache build *.egg-info
 
 # Orchestration (see deployments/README.md): a Prefect server with the UI, the process work pool
-# and every deployment in prefect.yaml, and a worker that runs them from this checkout.
+# and every deployment in prefect.yaml, and a worker that runs them from this checkout. They need
+# the venv to exist (built once if missing) but never reinstall it: a server or worker restart
+# must not wait for pip (`make install` updates it).
 PREFECT := $(VENV)/bin/prefect
 POOL ?= knowlyr-process
-server deploy worker: export PREFECT_API_URL ?= http://127.0.0.1:4200/api
+server deploy worker notify: export PREFECT_API_URL ?= http://127.0.0.1:4200/api
 
-server: install
+# Only when there is no venv at all (a rule without prerequisites: never out of date).
+$(PREFECT):
+	$(MAKE) install
+
+server: | $(PREFECT)
 	$(PREFECT) server start --host 127.0.0.1 --port 4200
 
-deploy: install
+deploy: | $(PREFECT)
 	$(PREFECT) work-pool inspect $(POOL) >/dev/null 2>&1 || $(PREFECT) work-pool create $(POOL) --type process
-	KNOWLYR_CHECKOUT=$(CURDIR) $(PREFECT) --no-prompt deploy --all
+	$(PREFECT) --no-prompt deploy --all
 
-worker: install
-	$(PREFECT) worker start --pool $(POOL)
+# The worker's flow runs change into KNOWLYR_CHECKOUT (the pull step, flows/steps.py).
+worker: | $(PREFECT)
+	KNOWLYR_CHECKOUT=$(CURDIR) $(PREFECT) worker start --pool $(POOL)
+
+# Failure notifications (off by default): `make notify URL=https://hooks.example.com/...`.
+notify: | $(PREFECT)
+	$(PY) -m deployments.notify --url "$(URL)"

@@ -4,6 +4,12 @@ Artifacts are reports and pointers (they live in the Prefect database); the data
 store. Plots are small hand-written SVGs embedded in markdown as data URIs, so a report
 needs no plotting library and renders offline; the same SVG is written next to the run's
 other files when a report directory is given.
+
+A cached stage task publishes what it published when it ran: every table and markdown
+artifact a stage task publishes is also written beside its cached result
+(``<cache key>.artifacts.json`` in the result storage), and the :func:`republish_cached` hook
+publishes them again, described "Cached from run X: ...", when the task is a cache hit.
+Numbers in tables are rounded for reading (:func:`readable`).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from contextlib import contextmanager
 from html import escape
 from typing import Any
 
+import orjson
 from prefect.artifacts import (
     create_markdown_artifact,
     create_progress_artifact,
@@ -31,6 +38,8 @@ __all__ = [
     "progress",
     "publish_markdown",
     "publish_table",
+    "readable",
+    "republish_cached",
     "reward_stats",
     "svg_bars",
     "svg_histogram",
@@ -62,16 +71,77 @@ def in_run() -> bool:
     return FlowRunContext.get() is not None or TaskRunContext.get() is not None
 
 
+def readable(value: Any) -> Any:
+    """A table cell for reading: floats to 4 significant digits, floating-point noise
+    (``|x| < 1e-12``, e.g. ``2.7755575615628914e-17``) to 0; other values unchanged.
+
+    Example:
+        >>> readable(0.123456), readable(2.7755575615628914e-17), readable(1234.5678)
+        (0.1235, 0.0, 1235.0)
+    """
+    if isinstance(value, float) and math.isfinite(value):
+        return 0.0 if abs(value) < 1e-12 else float(f"{value:.4g}")
+    return value
+
+
 def publish_table(key: str, rows: list[dict[str, Any]], description: str) -> None:
-    """A table artifact under ``key`` (one row per dict), inside a run."""
+    """A table artifact under ``key`` (one row per dict, numbers :func:`readable`), inside a run."""
     if in_run():
+        rows = [{k: readable(v) for k, v in row.items()} for row in rows]
         create_table_artifact(rows, key=artifact_key(key), description=description)
+        _remember("table", artifact_key(key), rows, description)
 
 
 def publish_markdown(key: str, markdown: str, description: str) -> None:
     """A markdown artifact under ``key``, inside a run."""
     if in_run():
         create_markdown_artifact(markdown, key=artifact_key(key), description=description)
+        _remember("markdown", artifact_key(key), markdown, description)
+
+
+_RECORD_SUFFIX = ".artifacts.json"
+_PUBLISHED: dict[str, list[dict[str, Any]]] = {}
+
+
+def _remember(kind: str, key: str, data: Any, description: str) -> None:
+    """Inside a cached task: add the artifact to the record beside the task's result."""
+    from prefect.context import TaskRunContext
+    from prefect.runtime import flow_run
+    from prefect.transactions import get_transaction
+
+    txn = get_transaction()
+    if TaskRunContext.get() is None or txn is None or txn.store is None:
+        return
+    storage = txn.store.result_storage
+    if storage is None:
+        return
+    origin = f"{flow_run.name} ({str(flow_run.id)[:8]})"
+    published = _PUBLISHED.setdefault(txn.key, [])
+    published.append(
+        {"kind": kind, "key": key, "data": data, "description": description, "origin": origin}
+    )
+    storage.write_path(f"{txn.key}{_RECORD_SUFFIX}", orjson.dumps(published))
+
+
+def republish_cached(task: Any, task_run: Any, state: Any) -> None:
+    """``on_completion`` hook of stage tasks: a cache hit publishes the artifacts the task
+    published when it ran, described "Cached from run X: ..."."""
+    from prefect.results import ResultRecord, get_result_store
+
+    if state.name != "Cached" or not isinstance(state.data, ResultRecord):
+        return
+    storage = get_result_store().result_storage
+    name = str(state.data.metadata.storage_key).rstrip("/").rsplit("/", 1)[-1]
+    try:
+        published = orjson.loads(storage.read_path(f"{name}{_RECORD_SUFFIX}"))
+    except (OSError, ValueError):  # ran before records were kept, or storage without it
+        return
+    for art in published:
+        description = f"Cached from run {art['origin']}: {art['description']}"
+        if art["kind"] == "table":
+            create_table_artifact(art["data"], key=art["key"], description=description)
+        else:
+            create_markdown_artifact(art["data"], key=art["key"], description=description)
 
 
 def counts_table(

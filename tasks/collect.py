@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from knowlyr.agents.spec import agent_factory
 from knowlyr.store import Manifest, Store
 from knowlyr.store.staging import StagedBlob, add_staged, stage_trajectories
-from tasks._artifacts import counts_table, publish_table
+from tasks._artifacts import counts_table, publish_table, republish_cached
 from tasks._cache import STAGE_CACHE
 
 __all__ = [
@@ -113,7 +113,11 @@ def with_store(env_id: str, store_url: str, env_kwargs: dict[str, Any] | None) -
     return kwargs
 
 
-@task(cache_policy=STAGE_CACHE, task_run_name="dedup-{stage}-{n_shards}-shards")
+@task(
+    cache_policy=STAGE_CACHE,
+    task_run_name="dedup-{stage}-{n_shards}-shards",
+    on_completion=[republish_cached],
+)
 def dedup_trajectories(
     store_url: str, staged: list[Staged], stage: str = "collect", n_shards: int = 1
 ) -> Manifest:

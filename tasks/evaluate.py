@@ -18,7 +18,7 @@ from knowlyr.train.promotion import (
     evaluate_checkpoint,
     record_promotion,
 )
-from tasks._artifacts import publish_table
+from tasks._artifacts import publish_table, republish_cached
 from tasks._cache import STAGE_CACHE
 from tasks.collect import TaskSample
 from tasks.train import Checkpoint, checkpoint_path
@@ -136,7 +136,11 @@ def evaluate_policy(
     )
 
 
-@task(cache_policy=STAGE_CACHE, task_run_name="compare-{candidate}-vs-{baseline}")
+@task(
+    cache_policy=STAGE_CACHE,
+    task_run_name="compare-{candidate}-vs-{baseline}",
+    on_completion=[republish_cached],
+)
 def compare_policies(
     store_url: str, evals: list[EvalSummary], candidate: str, baseline: str, alpha: float = 0.01
 ) -> ComparisonSummary:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from knowlyr.export.store_io import export_from_store
 from knowlyr.export.store_io import load_dataset as load_stored_dataset
 from knowlyr.store import Manifest, Store, TableRef
-from tasks._artifacts import publish_table
+from tasks._artifacts import publish_table, republish_cached
 from tasks._cache import STAGE_CACHE
 from tasks.reward import RewardSummary
 
@@ -55,6 +55,7 @@ class DatasetRef(BaseModel):
 @task(
     cache_policy=STAGE_CACHE,
     task_run_name="export-{params.kind}-{trajectories.table}@{trajectories.version}",
+    on_completion=[republish_cached],
 )
 def export_dataset(
     trajectories: TableRef,

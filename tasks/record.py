@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from knowlyr.store import Store
 from knowlyr.store.ingest import IngestResult, ingest
-from tasks._artifacts import counts_table, publish_table
+from tasks._artifacts import counts_table, publish_table, republish_cached
 from tasks._cache import STAGE_CACHE
 
 __all__ = ["LogSet", "fingerprint_logs", "record_logs"]
@@ -52,7 +52,12 @@ def fingerprint_logs(paths: list[str], *, what: str = "log") -> LogSet:
     )
 
 
-@task(cache_policy=STAGE_CACHE, task_run_name="record-{logs.files}-logs", retries=1)
+@task(
+    cache_policy=STAGE_CACHE,
+    task_run_name="record-{logs.files}-logs",
+    retries=1,
+    on_completion=[republish_cached],
+)
 def record_logs(
     store_url: str,
     logs: LogSet,

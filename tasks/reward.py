@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from knowlyr.reward.store_io import load_calibration, preferences_from_store, score_unscored
 from knowlyr.store import Manifest, Store, TableRef
 from knowlyr.view.links import highlights_markdown
-from tasks._artifacts import in_run, publish_markdown, publish_table, reward_stats
+from tasks._artifacts import in_run, publish_markdown, publish_table, republish_cached, reward_stats
 from tasks._cache import STAGE_CACHE
 
 __all__ = ["RewardParams", "RewardSummary", "build_preference_pairs", "score_trajectories"]
@@ -51,6 +51,7 @@ class RewardSummary(BaseModel):
 @task(
     cache_policy=STAGE_CACHE,
     task_run_name="reward-{trajectories.table}@{trajectories.version}-s{shard}",
+    on_completion=[republish_cached],
     retries=2,
     retry_delay_seconds=10,
 )

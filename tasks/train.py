@@ -21,7 +21,7 @@ from knowlyr.train.checkpoints import (
     unpack_checkpoint,
 )
 from knowlyr.train.selection import VALIDATION_METRIC, select_best, validation_split
-from tasks._artifacts import artifact_key, in_run, publish_table
+from tasks._artifacts import artifact_key, in_run, publish_table, republish_cached
 from tasks._cache import STAGE_CACHE
 from tasks.export import DatasetRef, load_dataset
 
@@ -272,7 +272,11 @@ def train_policy(dataset: DatasetRef, init: Checkpoint, params: TrainParams) -> 
     )
 
 
-@task(cache_policy=STAGE_CACHE, task_run_name="select-checkpoint-by-{metric}")
+@task(
+    cache_policy=STAGE_CACHE,
+    task_run_name="select-checkpoint-by-{metric}",
+    on_completion=[republish_cached],
+)
 def select_checkpoint(candidates: list[Checkpoint], metric: str = VALIDATION_METRIC) -> int:
     """Index of the trained candidate with the lowest ``metric`` (validation loss); the
     candidates and the choice go to a ``train-candidates`` table artifact."""

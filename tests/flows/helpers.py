@@ -29,15 +29,19 @@ def task_states(flow_run_id: UUID | str, *, timeout: float = 30) -> dict[str, st
     return {tr.name: tr.state.name for tr in runs if tr.state is not None}
 
 
-def artifact_keys(flow_run_id: UUID | str) -> set[str]:
-    """Keys of the artifacts a flow run (or its tasks) created."""
+def artifacts(flow_run_id: UUID | str) -> list:
+    """The artifacts a flow run (or its tasks) created."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
     with get_client(sync_client=True) as client:
-        arts = client.read_artifacts(
+        return client.read_artifacts(
             artifact_filter=ArtifactFilter(
                 flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(str(flow_run_id))])
             )
         )
-    return {a.key for a in arts if a.key}
+
+
+def artifact_keys(flow_run_id: UUID | str) -> set[str]:
+    """Keys of the artifacts a flow run (or its tasks) created."""
+    return {a.key for a in artifacts(flow_run_id) if a.key}

@@ -12,7 +12,7 @@ import pytest
 from flows.iterate import IterateParams, iterate
 from knowlyr.store import Store
 from tasks.export import load_dataset
-from tests.flows.helpers import artifact_keys, task_states
+from tests.flows.helpers import artifact_keys, artifacts, task_states
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -82,8 +82,19 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
     assert Path(report.report_dir, "rewards.svg").is_file()
 
     # Unchanged inputs: every stage is a cache hit and returns the same manifests.
-    again, states2, _ = _run(params)
+    again, states2, state2 = _run(params)
     assert set(states2.values()) == {"Cached"}, states2
+    # ... and every stage publishes its tables again, saying which run computed them
+    first = state.state_details.flow_run_id
+    cached = {a.key: a.description for a in artifacts(state2.state_details.flow_run_id)}
+    for key in (
+        "collect-counts",
+        "reward-stats",
+        "export-counts",
+        "train-candidates",
+        "evaluation",
+    ):
+        assert cached[key].startswith("Cached from run ") and str(first)[:8] in cached[key], key
     assert again.candidate == report.candidate and again.dataset == report.dataset
     assert store.count("promotions") == 1
 
