@@ -34,20 +34,6 @@ def test_collect_fans_out_shards_and_a_new_seed_recollects(store_url):
     assert store.count("trajectories") == 12 + other.result().trajectories.new
 
 
-def test_collect_on_a_dask_local_cluster(store_url):
-    pytest.importorskip("prefect_dask")
-    from prefect_dask import DaskTaskRunner
-
-    runner = DaskTaskRunner(
-        cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False}
-    )
-    params = CollectParams(episodes=6, shards=2, seed=7, agent="noisy:0.5", store_url=store_url)
-    report = collect.with_options(task_runner=runner)(params)
-    assert report.episodes == 6 and report.trajectories.new == 6
-    trajs = Store.open(report.store_url).read_trajectories()
-    assert {t.agent.name for t in trajs} == {"noisy-expert"}
-
-
 def test_a_store_deleted_and_recreated_at_the_same_path_is_not_served_stale_cache(store_url):
     import shutil
 
