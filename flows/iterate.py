@@ -65,6 +65,10 @@ NIGHTLY_MIX = [
 
 M = TypeVar("M", bound=BaseModel)
 
+#: The export's replay window: a night trains on what it collected and on the trajectories of
+#: this many earlier versions of the table (the last nights' collections), never the whole store.
+REPLAY = 2
+
 #: Rollouts of trained policies are recorded as ``checkpoint:<name>``: what later nights train on.
 MODEL_AGENTS = "checkpoint:"
 
@@ -136,8 +140,9 @@ class IterateParams(BaseModel):
     )  # fmt: skip
     reward: RewardParams = Field(default_factory=RewardParams)
     export: ExportSettings = Field(
-        default_factory=lambda: ExportSettings(suite=None, family=None),
-        description="which trajectories become the dataset (its kind is the train method's)",
+        default_factory=lambda: ExportSettings(suite=None, family=None, replay_versions=REPLAY),
+        description="which trajectories become the dataset (its kind is the train method's): "
+        "tonight's collection and a bounded replay window of earlier trajectories versions",
     )
     train: TrainParams = Field(
         default_factory=lambda: TrainParams(
@@ -180,7 +185,9 @@ class IterateParams(BaseModel):
                 mix=[source], agent="champion", episodes=1000, attempts=2, temperature=1.0,
                 shards=2,
             ),
-            export=ExportSettings(suite="conversation", family="order_status"),
+            export=ExportSettings(
+                suite="conversation", family="order_status", replay_versions=REPLAY
+            ),
             evaluate=EvalParams(),
         )  # fmt: skip
         return base.model_copy(update=overrides)
@@ -197,7 +204,9 @@ class IterateParams(BaseModel):
                 mix=[source], agent="champion", episodes=24, attempts=2, temperature=1.0,
                 shards=2, max_steps=3,
             ),
-            export=ExportSettings(suite="conversation", family="order_status"),
+            export=ExportSettings(
+                suite="conversation", family="order_status", replay_versions=REPLAY
+            ),
             train=TrainParams(epochs=1, restarts=1, target_eval_loss=None, validation_fraction=0),
             evaluate=EvalParams(episodes=6, max_new_tokens=24, max_steps=2),
         )  # fmt: skip

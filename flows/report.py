@@ -32,8 +32,10 @@ def _p(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2g}"
 
 
-def _table(rows: list[tuple[str, Any]]) -> str:
-    return "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
+def _table(rows: list[tuple[str, Any]], header: tuple[str, str]) -> str:
+    return "\n".join(
+        [f"| {header[0]} | {header[1]} |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)]
+    )
 
 
 def iteration_report(
@@ -55,18 +57,26 @@ def iteration_report(
     history = success_history(store_url)
     plots = {
         "rewards.svg": svg_histogram(
-            totals, title=f"Reward of {len(totals)} newly scored trajectories"
+            totals,
+            title=f"Reward of {len(totals)} newly scored trajectories",
+            xlabel="reward (total)",
+            ylabel="trajectories",
         ),
         "success.svg": svg_bars(
             [r["agent"] for r in board],
             [r["success_rate"] for r in board],
             title="Held-out success rate",
+            ymax=1.0,
+            xlabel="policy",
+            ylabel="success rate",
         ),
         "history.svg": svg_line(
             [d for d, _ in history] or ["now"],
             [s for _, s in history] or [evaluation.success("candidate")],
             title="Candidate held-out success across iterations",
             ymax=1.0,
+            xlabel="iteration (UTC)",
+            ylabel="success rate",
         ),
     }
     t = collected.trajectories
@@ -84,7 +94,10 @@ def iteration_report(
             "dataset",
             f"`{dataset.name}` = `datasets@{dataset.datasets.version}` ({dataset.rows} rows)",
         ),
-        ("checkpoint", f"blob `{candidate.blob[:16]}…` at `{candidate.path}`"),
+        (
+            "checkpoint",
+            f"blob `{candidate.blob[:16]}…` at `{_short_path(candidate.path, store_url)}`",
+        ),
         (
             "evaluations",
             f"`evaluations@{evaluation.evaluations.version}`" if evaluation.evaluations else "",
@@ -109,7 +122,8 @@ def iteration_report(
                     ("trajectories scored", scored),
                     ("dataset rows", dataset.rows),
                     ("rejected at export", dataset.rejected),
-                ]
+                ],
+                ("count", "value"),
             ),
             "## Held-out evaluation",
             evaluation_table(board),
@@ -124,7 +138,7 @@ def iteration_report(
             "## Across iterations",
             markdown_image(plots["history.svg"], "success across iterations"),
             "## Store versions",
-            _table(versions),
+            _table(versions, ("table", "version")),
             f"Training: {candidate.seconds:.0f} s, final loss {candidate.metrics.get('train_loss', float('nan')):.3f}.",
         ]
     )
@@ -149,6 +163,17 @@ def evaluation_table(board: list[dict[str, Any]]) -> str:
             f"({r['success_ci_low']:.1%}–{r['success_ci_high']:.1%}) | {r['mean_reward']:.3f} |"
         )
     return "\n".join(lines)
+
+
+def _short_path(path: str, store_url: str) -> str:
+    """``path`` relative to a local store's root (``checkpoints/...``), else as it is."""
+    store = Store.open(store_url)
+    if store.local:
+        try:
+            return str(Path(path).resolve().relative_to(Path(store.root).resolve()))
+        except ValueError:
+            pass
+    return path
 
 
 def _report_dir(store_url: str, run_id: str) -> Path:

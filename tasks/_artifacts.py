@@ -216,18 +216,36 @@ def progress(key: str, description: str) -> Iterator[Any]:
 
 # --- plots -------------------------------------------------------------------------------
 
-_W, _H, _PAD = 420, 220, 36
+_W, _H, _PAD = 460, 240, 52
 _STYLE = "font-family:sans-serif;font-size:11px"
+_LABEL_CHARS = 16
 
 
-def _frame(title: str, body: str) -> str:
+def _frame(
+    title: str, body: str, *, top: float | None = None, xlabel: str = "", ylabel: str = ""
+) -> str:
+    """The plot's frame: title, axes, y ticks at 0, top/2 and top with grid lines, axis titles."""
+    ticks = ""
+    if top is not None:
+        plot_h = _H - _PAD - 30
+        for frac in (0.0, 0.5, 1.0):
+            y = _H - _PAD - plot_h * frac
+            ticks += (
+                f'<line x1="{_PAD - 4}" y1="{y:.1f}" x2="{_W - 10}" y2="{y:.1f}" '
+                f'stroke="{"#444" if frac == 0 else "#ddd"}"/>'
+                f'<text x="{_PAD - 6}" y="{y + 4:.1f}" text-anchor="end">{_fmt(top * frac)}</text>'
+            )
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
         f'viewBox="0 0 {_W} {_H}" style="{_STYLE}">'
         f'<rect width="{_W}" height="{_H}" fill="white"/>'
         f'<text x="{_W / 2}" y="16" text-anchor="middle" font-weight="bold">{escape(title)}</text>'
+        f"{ticks}"
         f'<line x1="{_PAD}" y1="{_H - _PAD}" x2="{_W - 10}" y2="{_H - _PAD}" stroke="#444"/>'
         f'<line x1="{_PAD}" y1="26" x2="{_PAD}" y2="{_H - _PAD}" stroke="#444"/>'
+        f'<text x="{(_PAD + _W - 10) / 2}" y="{_H - 8}" text-anchor="middle">{escape(xlabel)}</text>'
+        f'<text x="12" y="{(_H - _PAD + 26) / 2}" text-anchor="middle" '
+        f'transform="rotate(-90 12 {(_H - _PAD + 26) / 2})">{escape(ylabel)}</text>'
         f"{body}</svg>"
     )
 
@@ -236,11 +254,26 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def svg_bars(labels: Sequence[str], values: Sequence[float], *, title: str) -> str:
-    """A bar chart (e.g. success rate per policy), values on the bars."""
+def _short(label: Any) -> str:
+    """A tick label that fits its slot (long names end in an ellipsis)."""
+    text = str(label)
+    return text if len(text) <= _LABEL_CHARS else text[: _LABEL_CHARS - 1] + "…"
+
+
+def svg_bars(
+    labels: Sequence[str],
+    values: Sequence[float],
+    *,
+    title: str,
+    ymax: float | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+) -> str:
+    """A bar chart (e.g. success rate per policy), values on the bars, a y scale to ``ymax``
+    (default: the largest value)."""
     if len(labels) != len(values):
         raise ValueError(f"svg_bars needs one label per value, got {len(labels)} and {len(values)}")
-    top = max([1e-9, *[float(v) for v in values]])
+    top = ymax if ymax is not None else max([1e-9, *[float(v) for v in values]])
     plot_w, plot_h = _W - _PAD - 10, _H - _PAD - 30
     slot = plot_w / max(1, len(values))
     parts = []
@@ -253,12 +286,14 @@ def svg_bars(labels: Sequence[str], values: Sequence[float], *, title: str) -> s
             f'fill="#4c78a8"/><text x="{x + slot * 0.35:.1f}" y="{y - 3:.1f}" '
             f'text-anchor="middle">{_fmt(float(value))}</text>'
             f'<text x="{x + slot * 0.35:.1f}" y="{_H - _PAD + 14}" '
-            f'text-anchor="middle">{escape(str(label))}</text>'
+            f'text-anchor="middle">{escape(_short(label))}</text>'
         )
-    return _frame(title, "".join(parts))
+    return _frame(title, "".join(parts), top=top, xlabel=xlabel, ylabel=ylabel)
 
 
-def svg_histogram(values: Sequence[float], *, title: str, bins: int = 20) -> str:
+def svg_histogram(
+    values: Sequence[float], *, title: str, bins: int = 20, xlabel: str = "", ylabel: str = "count"
+) -> str:
     """A histogram of ``values`` (e.g. the reward distribution of one iteration)."""
     xs = [float(v) for v in values]
     if not xs:
@@ -280,12 +315,17 @@ def svg_histogram(values: Sequence[float], *, title: str, bins: int = 20) -> str
     ]
     parts.append(f'<text x="{_PAD}" y="{_H - _PAD + 14}" text-anchor="middle">{_fmt(lo)}</text>')
     parts.append(f'<text x="{_W - 10}" y="{_H - _PAD + 14}" text-anchor="end">{_fmt(hi)}</text>')
-    parts.append(f'<text x="{_PAD - 4}" y="30" text-anchor="end">{top}</text>')
-    return _frame(title, "".join(parts))
+    return _frame(title, "".join(parts), top=top, xlabel=xlabel, ylabel=ylabel)
 
 
 def svg_line(
-    xs: Sequence[Any], ys: Sequence[float], *, title: str, ymax: float | None = None
+    xs: Sequence[Any],
+    ys: Sequence[float],
+    *,
+    title: str,
+    ymax: float | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
 ) -> str:
     """A line with points (e.g. held-out success rate across iterations)."""
     if len(xs) != len(ys):
@@ -301,14 +341,16 @@ def svg_line(
     ]
     path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
     parts = [f'<polyline points="{path}" fill="none" stroke="#54a24b" stroke-width="2"/>']
-    for (px, py), x, y in zip(pts, xs, ys, strict=True):
-        parts.append(
-            f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="#54a24b"/>'
-            f'<text x="{px:.1f}" y="{py - 6:.1f}" text-anchor="middle">{_fmt(float(y))}</text>'
-            f'<text x="{px:.1f}" y="{_H - _PAD + 14}" text-anchor="middle">{escape(str(x))}</text>'
-        )
-    parts.append(f'<text x="{_PAD - 4}" y="30" text-anchor="end">{_fmt(top)}</text>')
-    return _frame(title, "".join(parts))
+    every = max(1, math.ceil(len(ys) / 5))  # at most ~5 labelled points: labels never overlap
+    for i, ((px, py), x, y) in enumerate(zip(pts, xs, ys, strict=True)):
+        parts.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="#54a24b"/>')
+        if i % every == 0 or i == len(ys) - 1:
+            parts.append(
+                f'<text x="{px:.1f}" y="{py - 6:.1f}" text-anchor="middle">{_fmt(float(y))}</text>'
+                f'<text x="{px:.1f}" y="{_H - _PAD + 14}" text-anchor="middle">'
+                f"{escape(_short(x))}</text>"
+            )
+    return _frame(title, "".join(parts), top=top, xlabel=xlabel, ylabel=ylabel)
 
 
 def markdown_image(svg: str, alt: str) -> str:

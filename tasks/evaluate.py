@@ -136,6 +136,27 @@ def evaluate_policy(
     )
 
 
+def evaluation_rows(leaderboard: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The leaderboard as the UI's table: one narrow row per policy, rates as percentages."""
+    return [
+        {
+            "rank": r["rank"],
+            "policy": r["agent"],
+            "episodes": r["episodes"],
+            "success": f"{r['success_rate']:.1%}",
+            "95% CI": f"{r['success_ci_low']:.1%} – {r['success_ci_high']:.1%}",
+            "mean reward": round(r["mean_reward"], 3),
+            "p vs baseline": ""
+            if r.get("vs_baseline_p_adj") is None
+            else f"{r['vs_baseline_p_adj']:.2g}",
+            "significant": ""
+            if r.get("significant") is None
+            else ("yes" if r["significant"] else "no"),
+        }
+        for r in leaderboard
+    ]
+
+
 @task(
     cache_policy=STAGE_CACHE,
     task_run_name="compare-{candidate}-vs-{baseline}",
@@ -163,7 +184,11 @@ def compare_policies(
     rec = compare_and_record(
         Store.open(store_url), results, baseline=baseline, eval_id=eval_id, alpha=alpha
     )
-    publish_table("evaluation", rec.leaderboard, f"Held-out evaluation: {candidate} vs {baseline}")
+    publish_table(
+        "evaluation",
+        evaluation_rows(rec.leaderboard),
+        f"Held-out evaluation: {candidate} vs {baseline} (p: Fisher, Bonferroni-adjusted)",
+    )
     return ComparisonSummary(
         candidate=candidate,
         baseline=baseline,

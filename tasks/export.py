@@ -30,6 +30,12 @@ class ExportSettings(BaseModel):
     only_success: bool = Field(True, description="SFT: keep successful trajectories only")
     min_reward: float | None = Field(None, description="SFT: keep rewards >= this")
     system_prompt: str | None = Field(DEFAULT_SYSTEM_PROMPT, description="system message")
+    replay_versions: int | None = Field(
+        None,
+        ge=0,
+        description="only trajectories added in the exported trajectories version and this many "
+        "versions before it (a bounded replay window; null: every trajectory in the store)",
+    )
 
 
 class ExportParams(ExportSettings):
@@ -65,12 +71,14 @@ def export_dataset(
 ) -> DatasetRef:
     """Export the train-split trajectories at this version with their rewards as a dataset
     (only those of agents named ``agent_prefix...`` when given)."""
+    window = params.replay_versions
     out = export_from_store(
         Store.open(trajectories.store),
         trajectories_version=trajectories.version,
         reward_config_hashes=[h for r in rewards for h in r.config_hashes],
         agent_prefix=agent_prefix,
-        **params.model_dump(),
+        since_version=None if window is None else trajectories.version - 1 - window,
+        **params.model_dump(exclude={"replay_versions"}),
     )
     ref = DatasetRef(
         name=out.name,

@@ -197,7 +197,8 @@ def _clear_unfinished(folder: Path) -> None:
     """Remove a checkpoint folder that holds no saved model (a crashed or failed attempt)."""
     import shutil
 
-    if folder.is_dir() and not (folder / "config.json").is_file():
+    saved = (folder / "config.json", folder / "final" / "config.json")  # see knowlyr.train.run
+    if folder.is_dir() and not any(f.is_file() for f in saved):
         shutil.rmtree(folder, ignore_errors=True)
 
 

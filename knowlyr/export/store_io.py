@@ -123,6 +123,7 @@ def export_from_store(
     min_reward: float | None = None,
     system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
     agent_prefix: str | None = None,
+    since_version: int | None = None,
     record: bool = True,
 ) -> StoreExport:
     """Export the trajectories at a version, with their reward totals, into the store.
@@ -145,6 +146,8 @@ def export_from_store(
         system_prompt: the system message of every row.
         agent_prefix: only trajectories of agents whose name starts with this (the nightly
             loop trains on its own rollouts: ``checkpoint:``).
+        since_version: only trajectories added to the table after this version (the
+            nightly loop's bounded replay window; None: every trajectory at the version).
         record: record the run in the store's lineage.
 
     Returns:
@@ -167,10 +170,11 @@ def export_from_store(
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     hashes = sorted(set(reward_config_hashes))
-    trajs = store.read_trajectories(
-        version=trajectories_version,
-        filter=train_filter(split=split, suite=suite, family=family, agent_prefix=agent_prefix),
-    )
+    where = train_filter(split=split, suite=suite, family=family, agent_prefix=agent_prefix)
+    if since_version is not None and since_version >= 0:
+        before = store.read("trajectories", version=since_version, columns=["id"])["id"]
+        where &= ~pl.col("id").is_in(before.implode())
+    trajs = store.read_trajectories(version=trajectories_version, filter=where)
     # The table's physical row order depends on how concurrent writers' commits interleaved;
     # the dataset must not (row order changes what a model learns from it): content-hash order.
     trajs.sort(key=lambda t: t.id)
@@ -198,6 +202,8 @@ def export_from_store(
     )
     if agent_prefix:
         name += f"-by-{agent_prefix.rstrip(':')}"
+    if since_version is not None and since_version >= 0:
+        name += f"-after{since_version}"
     manifest = result.to_store(store, name=name)
     if record:
         params: dict[str, Any] = {
@@ -209,6 +215,7 @@ def export_from_store(
             "min_reward": min_reward,
             "system_prompt": system_prompt,
             "agent_prefix": agent_prefix,
+            "since_version": since_version,
             "reward_configs": hashes,
         }
         store.record_run(
