@@ -1,18 +1,23 @@
-"""Screenshot a flow run page of the Prefect UI with headless Chromium.
+"""Screenshot a completed flow run in the Prefect UI with headless Chromium: its page (logs),
+its Artifacts tab and its iteration report.
 
 Two ways to use it:
 
-* against a running server (``make server``) and a flow run it already has::
+* against a running server (``make server``) that already has a completed run::
 
-      python scripts/screenshot_ui.py --ui-url http://127.0.0.1:4200 --out docs/flow-run.png
+      python scripts/screenshot_ui.py --ui-url http://127.0.0.1:4200 --out docs/iterate-flow-run.png \\
+          --artifacts-out docs/iterate-artifacts.png --report-out docs/iteration-report.png
 
-  (the newest ``iterate`` run, or ``--flow-run-id ID``);
-* self-contained: ``--start-server`` starts a throwaway server on a free port, runs
-  ``iterate`` with small parameters against it, and screenshots that run::
+  (the newest *completed* run of ``--flow``, or ``--flow-run-id ID``);
+* self-contained: ``--start-server`` starts a throwaway server, deploys ``prefect.yaml``,
+  runs the ``iterate/nightly`` deployment (``--deployment iterate/smoke`` for a quick one)
+  on a process worker into a temporary store, and shoots that run::
 
-      python scripts/screenshot_ui.py --start-server --out docs/iterate-flow-run.png
+      python scripts/screenshot_ui.py --start-server --out docs/iterate-flow-run.png \\
+          --artifacts-out docs/iterate-artifacts.png --report-out docs/iteration-report.png
 
 Needs the Debian package ``chromium`` (``apt-get install chromium``). The UI renders offline.
+Look at every PNG before committing it.
 """
 
 from __future__ import annotations
@@ -20,17 +25,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from deployments.server import local_server  # noqa: E402
+from deployments.server import local_server, prefect_bin  # noqa: E402
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -43,33 +51,38 @@ CHROMIUM_FLAGS = [
 ]
 
 
-def latest_flow_run(api_url: str, flow_name: str) -> str:
-    """The id of the newest run of ``flow_name`` on the server at ``api_url``."""
-    body = json.dumps(
-        {"flows": {"name": {"any_": [flow_name]}}, "sort": "START_TIME_DESC", "limit": 1}
-    ).encode()
+def _post(url: str, body: dict) -> list[dict]:
     req = urllib.request.Request(
-        f"{api_url}/flow_runs/filter", data=body, headers={"Content-Type": "application/json"}
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(req, timeout=10) as r:
-        runs = json.load(r)
+        return json.load(r)
+
+
+def latest_completed_run(api_url: str, flow_name: str) -> str:
+    """The id of the newest completed run of ``flow_name`` (never a scheduled future one)."""
+    runs = _post(
+        f"{api_url}/flow_runs/filter",
+        {
+            "flows": {"name": {"any_": [flow_name]}},
+            "flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}},
+            "sort": "END_TIME_DESC",
+            "limit": 1,
+        },
+    )
     if not runs:
         raise SystemExit(
-            f"no run of flow {flow_name!r} on {api_url}: run it first or pass --flow-run-id"
+            f"no completed run of flow {flow_name!r} on {api_url}: run it first or pass --flow-run-id"
         )
     return runs[0]["id"]
 
 
 def report_artifact(api_url: str, flow_run_id: str, key: str = "iteration-report") -> str:
     """The id of the ``key`` artifact the flow run published."""
-    body = json.dumps(
-        {"artifacts": {"key": {"any_": [key]}, "flow_run_id": {"any_": [flow_run_id]}}, "limit": 1}
-    ).encode()
-    req = urllib.request.Request(
-        f"{api_url}/artifacts/filter", data=body, headers={"Content-Type": "application/json"}
+    arts = _post(
+        f"{api_url}/artifacts/filter",
+        {"artifacts": {"key": {"any_": [key]}, "flow_run_id": {"any_": [flow_run_id]}}, "limit": 1},
     )
-    with urllib.request.urlopen(req, timeout=10) as r:
-        arts = json.load(r)
     if not arts:
         raise SystemExit(f"flow run {flow_run_id} has no {key!r} artifact")
     return arts[0]["id"]
@@ -93,30 +106,59 @@ def screenshot(
             f"--screenshot={out.resolve()}",
             url,
         ]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+        subprocess.run(cmd, check=True, capture_output=True, timeout=180)
     if not out.exists():
         raise SystemExit(f"chromium wrote no screenshot for {url}")
     return out
 
 
-def run_small_iteration(env: dict[str, str], store: Path) -> str:
-    """Run ``iterate`` with small parameters against the server in ``env``; its flow run id."""
-    code = (
-        "import json, sys; from flows.iterate import iterate, IterateParams;"
-        "p = IterateParams.small(store_url=sys.argv[1]);"
-        "s = iterate(p, return_state=True); print(json.dumps(str(s.state_details.flow_run_id)))"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(store)],
-        env=env,
+def run_deployment_on_a_worker(server, deployment: str, store: Path, timeout: float) -> str:
+    """Deploy ``prefect.yaml``, run ``deployment`` into ``store`` on a process worker until it
+    completes; returns its flow run id."""
+    server.run("work-pool", "create", "knowlyr-process", "--type", "process")
+    server.run("--no-prompt", "deploy", "--all", timeout=300)
+    params = json.dumps({"seed": None, "store_url": str(store)})
+    out = server.run("deployment", "run", deployment, "-p", f"params={params}")
+    run_id = re.search(r"UUID: ([0-9a-f-]{36})", out).group(1)
+    worker = subprocess.Popen(
+        [prefect_bin(), "worker", "start", "--pool", "knowlyr-process"],
+        env=dict(server.env, PREFECT_WORKER_QUERY_SECONDS="2"),
         cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
-    if proc.returncode != 0:
-        raise SystemExit(f"iterate failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            with urllib.request.urlopen(f"{server.api_url}/flow_runs/{run_id}", timeout=10) as r:
+                state = json.load(r)["state"]
+            if state and state["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{deployment} run {run_id} still {state} after {timeout:.0f} s")
+            time.sleep(3)
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=30)
+    if state["type"] != "COMPLETED":
+        raise SystemExit(f"{deployment} run {run_id} ended {state['name']}: {state['message']}")
+    return run_id
+
+
+def shoot(ui_url: str, api_url: str, run_id: str, args: argparse.Namespace) -> None:
+    run_url = f"{ui_url}/runs/flow-run/{run_id}"
+    screenshot(run_url, args.out, width=args.width, height=args.height)
+    print(f"{run_url} -> {args.out}")
+    if args.artifacts_out:
+        screenshot(
+            f"{run_url}?tab=Artifacts", args.artifacts_out, width=args.width, height=args.height
+        )
+        print(f"{run_url}?tab=Artifacts -> {args.artifacts_out}")
+    if args.report_out:
+        art = f"{ui_url}/artifacts/artifact/{report_artifact(api_url, run_id)}"
+        screenshot(art, args.report_out, width=args.width, height=2600)
+        print(f"{art} -> {args.report_out}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,15 +166,16 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--ui-url", default="http://127.0.0.1:4200", help="UI of a running server")
-    ap.add_argument("--flow-run-id", help="the run to show (default: the newest run of --flow)")
-    ap.add_argument("--flow", default="iterate", help="flow whose newest run is shown")
+    ap.add_argument("--flow-run-id", help="the run to show (default: newest completed of --flow)")
+    ap.add_argument("--flow", default="iterate", help="flow whose newest completed run is shown")
     ap.add_argument(
-        "--start-server", action="store_true", help="start a server, run iterate, shoot"
+        "--start-server", action="store_true", help="start a server, run a deployment, shoot"
     )
+    ap.add_argument("--deployment", default="iterate/nightly", help="with --start-server")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds the run may take")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "iterate-flow-run.png")
-    ap.add_argument(
-        "--report-out", type=Path, help="also shoot the run's iteration-report artifact"
-    )
+    ap.add_argument("--artifacts-out", type=Path, help="also shoot the run's Artifacts tab")
+    ap.add_argument("--report-out", type=Path, help="also shoot its iteration-report artifact")
     ap.add_argument("--width", type=int, default=1600)
     ap.add_argument("--height", type=int, default=1100)
     args = ap.parse_args(argv)
@@ -142,20 +185,13 @@ def main(argv: list[str] | None = None) -> int:
             tempfile.TemporaryDirectory(prefix="knowlyr-ui-") as tmp,
             local_server(Path(tmp) / "prefect") as server,
         ):
-            env = dict(server.env, PREFECT_LOGGING_LEVEL="WARNING")
-            run_id = args.flow_run_id or run_small_iteration(env, Path(tmp) / "store")
-            url = f"{server.ui_url}/runs/flow-run/{run_id}"
-            screenshot(url, args.out, width=args.width, height=args.height)
-            if args.report_out:
-                art = report_artifact(server.api_url, run_id)
-                screenshot(f"{server.ui_url}/artifacts/artifact/{art}", args.report_out,
-                           width=args.width, height=2400)  # fmt: skip
-                print(f"report -> {args.report_out}")
+            run_id = args.flow_run_id or run_deployment_on_a_worker(
+                server, args.deployment, Path(tmp) / "store", args.timeout
+            )
+            shoot(server.ui_url, server.api_url, run_id, args)
     else:
-        run_id = args.flow_run_id or latest_flow_run(f"{args.ui_url}/api", args.flow)
-        url = f"{args.ui_url}/runs/flow-run/{run_id}"
-        screenshot(url, args.out, width=args.width, height=args.height)
-    print(f"{url} -> {args.out}")
+        api = f"{args.ui_url}/api"
+        shoot(args.ui_url, api, args.flow_run_id or latest_completed_run(api, args.flow), args)
     return 0
 
 
