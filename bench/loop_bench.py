@@ -259,7 +259,7 @@ def main() -> int:
         lo, hi = wilson(sum(succ), len(succ))
         print(f"{name:<44} {sum(succ) / len(succ):>8.1%}  {lo:.1%}–{hi:.1%}")
     print(
-        "(a champion after a warm-up night is SFT on the warm-up's expert episodes only; a warm-up"
+        "(a champion after a warm-up night is SFT on the warm-up's demonstrations only; a warm-up"
     )
     print(" whose policy was never right is not promoted, and the next night warms up again)")
     champs = [
