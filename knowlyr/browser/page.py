@@ -331,6 +331,11 @@ class Tab:
         fut = self.conn.request(
             "Runtime.evaluate", {"expression": call, "returnByValue": True}, session=self.session
         )
+        return self._settle(fut, before, deadline, timeout)
+
+    def _settle(self, fut: Any, before: tuple[str, int], deadline: float, timeout: float) -> str:
+        """Wait for the action's script to return, or for the dialog it opened (then the
+        action is pending until the dialog is answered)."""
         self._wait(
             lambda: fut.done() or self.dialog is not None,
             deadline,
@@ -375,15 +380,7 @@ class Tab:
             return "same"
         fut, before = self._pending
         self._pending = None
-        self._wait(
-            lambda: fut.done() or self.dialog is not None,
-            deadline,
-            f"the page did not answer within {timeout:g} s",
-        )
-        if not fut.done():
-            self._pending = (fut, before)
-            return "dialog"
-        return self._finish(fut.result(), before, deadline, timeout)
+        return self._settle(fut, before, deadline, timeout)
 
     def scroll(self, dy: int, *, timeout: float = 10.0) -> list[int]:
         """Scroll by ``dy`` pixels; returns ``[scrollY, viewport height, page height]``."""
