@@ -156,6 +156,9 @@ def _progress_callback(key: str, what: str) -> Any:
     from transformers import TrainerCallback
 
     log = get_run_logger()
+    # knowlyr.train logs every loss itself; forwarded to the run's log (PREFECT_LOGGING_EXTRA_
+    # LOGGERS=knowlyr, as make and prefect.yaml set it) the callback need not repeat them
+    forwarded = _forwarded("knowlyr.train")
 
     class PrefectProgress(TrainerCallback):
         """Reports training progress and each logged loss / eval metric to the run's log and
@@ -176,7 +179,8 @@ def _progress_callback(key: str, what: str) -> Any:
             ]
             self.latest = ", ".join(f"{k} {numbers[k]:.4g}" for k in shown)
             step = f"step {state.global_step}/{state.max_steps}"
-            log.info(f"{what}: {step}, epoch {state.epoch or 0:.2f}: {self.latest}")
+            if not forwarded:
+                log.info(f"{what}: {step}, epoch {state.epoch or 0:.2f}: {self.latest}")
             if self.artifact_id is not None and state.max_steps:
                 update_progress_artifact(
                     self.artifact_id,
@@ -191,6 +195,15 @@ def _progress_callback(key: str, what: str) -> Any:
                 )
 
     return PrefectProgress()
+
+
+def _forwarded(logger: str) -> bool:
+    """Whether Prefect forwards ``logger``'s records to the run's log (its extra loggers)."""
+    from prefect.settings import get_current_settings
+
+    extra = get_current_settings().logging.extra_loggers or []
+    names = [extra] if isinstance(extra, str) else list(extra)
+    return any(logger == n or logger.startswith(f"{n}.") for n in names)
 
 
 def _clear_unfinished(folder: Path) -> None:
