@@ -112,6 +112,32 @@ def screenshot(
     return out
 
 
+def screenshot_tab(url: str, tab: str, out: Path, *, width: int = 1600, height: int = 1100) -> Path:
+    """Load ``url``, click the page tab labelled ``tab`` (the UI resets a ``?tab=`` link while
+    the run loads) and save a PNG of the viewport; through knowlyr's DevTools client."""
+    from knowlyr.browser.chromium import Chromium
+
+    with Chromium(window=(width, height)) as browser:
+        browser.allow(url)
+        page = browser.new_tab()
+        page.navigate(url, timeout=60)
+        click = (
+            "(() => { const el = [...document.querySelectorAll('*')].find(e =>"
+            f" e.children.length === 0 && e.textContent.trim() === {json.dumps(tab)});"
+            " if (!el) return false;"
+            " (el.closest('button, a, [role=tab], li') || el).click(); return true; })()"
+        )
+        deadline = time.monotonic() + 30
+        while not page.evaluate(click):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"no {tab!r} tab on {url}")
+            time.sleep(0.5)
+        time.sleep(5)  # the tab's content loads from the API
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(page.screenshot())
+    return out
+
+
 def run_deployment_on_a_worker(server, deployment: str, store: Path, timeout: float) -> str:
     """Deploy ``prefect.yaml``, run ``deployment`` into ``store`` on a process worker until it
     completes; returns its flow run id."""
@@ -151,10 +177,10 @@ def shoot(ui_url: str, api_url: str, run_id: str, args: argparse.Namespace) -> N
     screenshot(run_url, args.out, width=args.width, height=args.height)
     print(f"{run_url} -> {args.out}")
     if args.artifacts_out:
-        screenshot(
-            f"{run_url}?tab=Artifacts", args.artifacts_out, width=args.width, height=args.height
+        screenshot_tab(
+            run_url, "Artifacts", args.artifacts_out, width=args.width, height=args.height
         )
-        print(f"{run_url}?tab=Artifacts -> {args.artifacts_out}")
+        print(f"{run_url} (Artifacts tab) -> {args.artifacts_out}")
     if args.report_out:
         art = f"{ui_url}/artifacts/artifact/{report_artifact(api_url, run_id)}"
         screenshot(art, args.report_out, width=args.width, height=2600)
@@ -173,6 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--deployment", default="iterate/nightly", help="with --start-server")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds the run may take")
+    ap.add_argument(
+        "--home",
+        type=Path,
+        help="with --start-server: the server's PREFECT_HOME and the run's store (kept, so a "
+        "later --start-server --home DIR --flow-run-id ID shoots the same run again)",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "iterate-flow-run.png")
     ap.add_argument("--artifacts-out", type=Path, help="also shoot the run's Artifacts tab")
     ap.add_argument("--report-out", type=Path, help="also shoot its iteration-report artifact")
@@ -181,14 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if args.start_server:
-        with (
-            tempfile.TemporaryDirectory(prefix="knowlyr-ui-") as tmp,
-            local_server(Path(tmp) / "prefect") as server,
-        ):
-            run_id = args.flow_run_id or run_deployment_on_a_worker(
-                server, args.deployment, Path(tmp) / "store", args.timeout
-            )
-            shoot(server.ui_url, server.api_url, run_id, args)
+        with tempfile.TemporaryDirectory(prefix="knowlyr-ui-") as tmp:
+            home = args.home or Path(tmp)
+            with local_server(home / "prefect") as server:
+                run_id = args.flow_run_id or run_deployment_on_a_worker(
+                    server, args.deployment, home / "store", args.timeout
+                )
+                shoot(server.ui_url, server.api_url, run_id, args)
     else:
         api = f"{args.ui_url}/api"
         shoot(args.ui_url, api, args.flow_run_id or latest_completed_run(api, args.flow), args)
