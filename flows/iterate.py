@@ -194,7 +194,9 @@ class IterateParams(BaseModel):
 
     @classmethod
     def small(cls, **overrides: Any) -> IterateParams:
-        """Seconds-long parameters (tests, the CI deployment run, screenshots)."""
+        """Seconds-long parameters (tests, the smoke deployment, screenshots): they export only
+        the night's own collection (no replay), so a small night on a populated store takes as
+        long as on a fresh one."""
         source = TaskSource(
             env_id="knowlyr/conversation", suite="conversation", family="order_status"
         )
@@ -204,9 +206,7 @@ class IterateParams(BaseModel):
                 mix=[source], agent="champion", episodes=24, attempts=2, temperature=1.0,
                 shards=2, max_steps=3,
             ),
-            export=ExportSettings(
-                suite="conversation", family="order_status", replay_versions=REPLAY
-            ),
+            export=ExportSettings(suite="conversation", family="order_status", replay_versions=0),
             train=TrainParams(epochs=1, restarts=1, target_eval_loss=None, validation_fraction=0),
             evaluate=EvalParams(episodes=6, max_new_tokens=24, max_steps=2),
         )  # fmt: skip
