@@ -296,7 +296,8 @@ def iterate(params: IterateParams = IterateParams()) -> IterateReport:
         score_trajectories.submit(trajectories, params.reward, shard=i, n_shards=n)
         for i in range(n)
     ]
-    dataset = export_dataset(trajectories, rewards, export, agent_prefix=agents)
+    exported = export_dataset(trajectories, rewards, export, agent_prefix=agents, return_state=True)
+    dataset = exported.result()
     if dataset.rows == 0:
         # e.g. a champion none of whose attempts succeeded: nothing to learn from tonight
         raise NothingToTrain(
@@ -317,8 +318,9 @@ def iterate(params: IterateParams = IterateParams()) -> IterateReport:
     )
     rewards = [r.result() for r in rewards]
     report_dir = iteration_report(
-        store_url, seed, collected, rewards, dataset, candidate, evaluation, decision
-    )
+        store_url, seed, collected, rewards, dataset, candidate, evaluation, decision,
+        data_cached=exported.name == "Cached",
+    )  # fmt: skip
     log.info(
         f"held-out success {evaluation.baseline} {evaluation.success(evaluation.baseline):.1%} "
         f"-> candidate {evaluation.success('candidate'):.1%} ({params.evaluate.episodes} tasks); "

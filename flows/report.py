@@ -47,8 +47,12 @@ def iteration_report(
     candidate: Any,
     evaluation: Any,
     decision: Any,
+    *,
+    data_cached: bool = False,
 ) -> str:
-    """Publish the ``iteration-report`` artifact and write ``report.md`` + SVGs; returns the folder."""
+    """Publish the ``iteration-report`` artifact and write ``report.md`` + SVGs; returns the
+    folder. ``data_cached``: the dataset (and so the collection and rewards it was made of)
+    came from the cache, and the report says so."""
     from prefect.runtime import flow_run
 
     totals = [t for r in rewards for t in r.totals]
@@ -111,6 +115,15 @@ def iteration_report(
     md = "\n\n".join(
         [
             f"# Iteration (seed {seed})",
+            *(
+                [
+                    "*The collection, rewards and dataset below come from the cache: an earlier "
+                    "run with the same inputs computed them (their tables in this run's Artifacts "
+                    "tab say which run).*"
+                ]
+                if data_cached
+                else []
+            ),
             f"**Decision: {'promoted' if decision.promoted else 'not promoted'}** — {decision.reason}",
             "## Counts",
             _table(
