@@ -56,7 +56,7 @@ def test_unknown_sandbox_id(session: Session):
         ("recorder_diff", {"a": "logs/swe_agent/pydicom__pydicom-1458.traj", "b": "/etc/hostname"}),
         (
             "score_trajectory",
-            {"paths": ["logs/swe_agent"], "output": "/tmp/knowlyr-mcp-rewards.json"},
+            {"paths": ["logs/swe_agent"], "output": "OUTSIDE/rewards.json"},  # absolute
         ),
         ("score_trajectory", {"paths": ["logs/swe_agent"], "domain": "escape/profile.json"}),
         ("score_trajectory", {"paths": ["logs/swe_agent"], "judge": "hf:/usr/share"}),
@@ -75,13 +75,14 @@ def test_unknown_sandbox_id(session: Session):
     ids=lambda x: x if isinstance(x, str) else "",
 )
 def test_paths_outside_the_roots_are_refused(session: Session, root: Path, tool: str, args: dict):
+    outside = root.parent / "outside"
     if tool == "replay_trajectory":  # needs a real sandbox, so the path is what fails
         args = {**args, "sandbox_id": session.ok("create_sandbox", {})["id"]}
+    if args.get("output", "").startswith("OUTSIDE/"):  # an absolute path outside the roots
+        args = {**args, "output": str(outside / args["output"].removeprefix("OUTSIDE/"))}
     msg = session.error(tool, args)
     assert "outside the allowed roots" in msg or "not a local directory" in msg, msg
-    outside = root.parent / "outside"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.jsonl"]  # nothing written there
-    assert not Path("/tmp/knowlyr-mcp-rewards.json").exists()
 
 
 def test_malformed_trajectories(session: Session, root: Path):
