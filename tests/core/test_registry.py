@@ -64,7 +64,7 @@ def test_callable_entry_point_does_not_serialise():
 
 def test_unknown_id_suggests_close_matches():
     register("test/counter", CounterEnv)
-    with pytest.raises(UnknownEnvError, match=r"Did you mean 'test/counter'\?"):
+    with pytest.raises(UnknownEnvError, match=r"Did you mean 'test/counter'"):
         spec("test/countr")
     with pytest.raises(UnknownEnvError, match="no environment registered as 'zzz/qqq'"):
         make("zzz/qqq")
