@@ -12,27 +12,14 @@ fresh PREFECT_HOME, like ``make run``.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-HOME = tempfile.mkdtemp(prefix="knowlyr-flow-bench-")
-os.environ.update(
-    PREFECT_HOME=HOME,
-    PREFECT_SERVER_ANALYTICS_ENABLED="false",
-    DO_NOT_TRACK="1",
-    PREFECT_LOGGING_LEVEL="ERROR",
-    PREFECT_SERVER_LOGGING_LEVEL="CRITICAL",
-    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
-    HF_HUB_OFFLINE="1",
-    TOKENIZERS_PARALLELISM="false",
-    TRL_EXPERIMENTAL_SILENCE="1",
-)
+from _prefect_env import isolate
+
+isolate("knowlyr-flow-bench-")
 
 
 def direct_iteration(p, store_url: str) -> float:

@@ -20,26 +20,14 @@ Runs against Prefect's ephemeral API with a fresh PREFECT_HOME, like ``make run`
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.update(
-    PREFECT_HOME=tempfile.mkdtemp(prefix="knowlyr-scope-bench-"),
-    PREFECT_SERVER_ANALYTICS_ENABLED="false",
-    DO_NOT_TRACK="1",
-    PREFECT_LOGGING_LEVEL="ERROR",
-    PREFECT_SERVER_LOGGING_LEVEL="CRITICAL",
-    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
-    HF_HUB_OFFLINE="1",
-    TOKENIZERS_PARALLELISM="false",
-    TRL_EXPERIMENTAL_SILENCE="1",
-)
+from _prefect_env import isolate
+
+isolate("knowlyr-scope-bench-")
 
 
 def _promote(store_url: str, report) -> None:
