@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,7 +91,9 @@ def ingest(
             also redacts the personal-data classes it names.
         workers: recorder processes (1 = in this process, 0 = one per CPU).
         batch_size: trajectories per Delta commit; ``None`` commits the whole ingest as one
-            transaction (the default: one stage, one version).
+            transaction (the default: one stage, one version), written as the records are
+            converted, so memory does not grow with their number (the trajectories table's
+            lock is held meanwhile: a concurrent ingest into the same store waits).
         results: evaluation results files or directories (SWE-bench ``report.json`` trees,
             run summaries, ``{instance_id: resolved}`` maps, see :mod:`knowlyr.labels`). A
             label applies to every trajectory of its instance: new records are labelled
@@ -120,7 +123,6 @@ def ingest(
         labels, files = lab._as_labels(results)
         inputs = lab._Inputs(files)
         known = store.trajectory_ids(version=v_before) if v_before is not None else set()
-    pending = []
     rejected_rows = []
     read = new = dups = 0
     manifest: Manifest | None = None
@@ -134,13 +136,12 @@ def ingest(
         params["redact_pii"] = list(redact.pii)
     batch_versions: list[int] = []  # versions committed (and recorded) batch by batch
 
-    def flush(*, batch: bool = False) -> None:
+    def add(recs: Iterable[Encoded], *, batch: bool = False) -> None:
         nonlocal manifest, new, dups
-        m = store.add_trajectories(pending, run_id=run_id)
+        m = store.add_trajectories(recs, run_id=run_id)
         new += m.new
         dups += m.duplicates
         manifest = m
-        pending.clear()
         if batch and m.committed:
             # every committed version has its run row, so lineage finds what wrote it
             store.record_run(
@@ -164,35 +165,48 @@ def ingest(
         # records come serialised (their table rows) and their raw bytes are stored as blobs
         # where they were converted (by the workers, with a pool), each named in the journal
         # first, so that gc can reclaim them if this ingest dies before its commit
-        for rec in iter_encoded(
-            paths,
-            format=format,
-            redact=redact,
-            workers=workers,
-            put_raw=journal.put,
-            progress=file_done,
-            on_skip=skip,
-        ):
-            read += 1
-            if isinstance(rec, Encoded):
-                if labels and (label := labels.get(rec.row[1])) is not None and rec.id not in known:
-                    rec, decision = lab.label_encoded(rec, label, override=override)
-                    tally.add(rec.id, decision, label, None)
-                pending.append(rec)
-                if batch_size is not None and len(pending) >= batch_size:
-                    flush(batch=True)
-            else:
-                rejected_rows.append(
-                    {
-                        "raw_blob": journal.put(rec.raw),
-                        "reason": rec.reason,
-                        "path": rec.path,
-                        "line": rec.line,
-                        "format": format,
-                    }
-                )
-        if pending or manifest is None:
-            flush()
+
+        def converted() -> Iterator[Encoded]:
+            """The converted records, labelled; rejected ones become ``rejected`` rows."""
+            nonlocal read
+            for rec in iter_encoded(
+                paths,
+                format=format,
+                redact=redact,
+                workers=workers,
+                put_raw=journal.put,
+                progress=file_done,
+                on_skip=skip,
+            ):
+                read += 1
+                if isinstance(rec, Encoded):
+                    if (
+                        labels
+                        and (label := labels.get(rec.row[1])) is not None
+                        and rec.id not in known
+                    ):
+                        rec, decision = lab.label_encoded(rec, label, override=override)
+                        tally.add(rec.id, decision, label, None)
+                    yield rec
+                else:
+                    rejected_rows.append(
+                        {
+                            "raw_blob": journal.put(rec.raw),
+                            "reason": rec.reason,
+                            "path": rec.path,
+                            "line": rec.line,
+                            "format": format,
+                        }
+                    )
+
+        if batch_size is None:  # one commit, streamed: memory stays at one batch of rows
+            add(converted())
+        else:
+            recs = converted()
+            while chunk := list(islice(recs, batch_size)):
+                add(chunk, batch=len(chunk) == batch_size)
+            if manifest is None:
+                add([])
         assert manifest is not None
         n_rejected = len(rejected_rows)  # records the recorder could not convert
         report, label_rows = None, []

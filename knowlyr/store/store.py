@@ -36,6 +36,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from knowlyr._gc import paused
@@ -212,6 +213,11 @@ class Store(DeltaTables):
         duplicates and not written. ``raw`` maps a blob hash (``trajectory.source.blob``) to
         the raw log bytes it was recorded from; they are stored as blobs (verified) first.
 
+        ``trajs`` may be any iterable: on a local store an iterator is consumed as it is
+        written, ``_STREAM_ROWS`` items at a time, so memory stays bounded however many it
+        yields (the knowlyr ingest streams the recorder's records this way); the table lock
+        is held meanwhile. A list is written the same way, sorted by task first.
+
         Every item, new or duplicate, is also a row of the ``sightings`` table: its agent,
         its source and ``run_id``, so a duplicate from another agent or run keeps its
         attribution (:meth:`sightings`). ``run_id`` is the run recording this add (pass the
@@ -222,13 +228,14 @@ class Store(DeltaTables):
             >>> m.new, m.duplicates, m.version              # doctest: +SKIP
             (2, 0, 0)
         """
-        from knowlyr.trajectory import Trajectory
-
-        trajs = trajs if isinstance(trajs, list) else list(trajs)
         if raw:
             for digest, data in raw.items():
                 self.blobs.put(data, digest=digest)
-        ids = [t.id if t.id or not isinstance(t, Trajectory) else t.rehash().id for t in trajs]
+        if not isinstance(trajs, list):
+            if self._lock_dir is not None:
+                return self._stream_trajectories(iter(trajs), run_id=run_id)
+            trajs = list(trajs)  # a MERGE may be retried: it needs its input again
+        ids = [_id_of(t) for t in trajs]
         digest = _digest(ids)
         v = self.version("trajectories")
         known = self.trajectory_ids(version=v) if v is not None else set()
@@ -244,30 +251,136 @@ class Store(DeltaTables):
                 committed=False,
                 digest=digest,
             )
+        elif self._lock_dir is not None:
+            fresh.sort(key=_task_key)  # similar rows compress together
+            m = self._stream_trajectories(iter(fresh), run_id=None, sightings=False)
+            m = m.model_copy(update={"duplicates": len(trajs) - m.new, "digest": digest})
         else:
-            with table_lock(self._lock_dir, "trajectories"):
-                base = self.version("trajectories")
-                latest = self.trajectory_ids(version=base)
-                if latest is not known:
-                    fresh = self._fresh(trajs, ids, latest)
+            fresh.sort(key=_task_key)
+            m = self._write(
+                "trajectories",
+                _trajectory_stream(fresh),
+                new=len(fresh),
+                dups=len(trajs) - len(fresh),
+                digest=digest,
+                base=v,
+                key=["id"],
+                new_keys=[t.id for t in fresh],
+            )
+        if trajs:
+            sightings: dict[tuple[str, str], tuple] = {}
+            for t, i in zip(trajs, ids, strict=True):
+                _sight(sightings, t, i)
+            self._add_sightings(sightings, run_id=run_id, version=m.version)
+        return m
+
+    def _stream_trajectories(
+        self, items: Iterator[Trajectory | Encoded], *, run_id: str | None, sightings: bool = True
+    ) -> Manifest:
+        """:meth:`add_trajectories` on a local store: ``items`` are pulled ``_STREAM_ROWS`` at
+        a time under the table lock, their new rows written as Parquet as they come
+        (:mod:`knowlyr.store._append`) and committed as one version; the sightings of every
+        item follow as one commit (unless ``sightings`` is False: the caller adds them)."""
+        from knowlyr.store import _append
+
+        table = "trajectories"
+        uri = self.table_uri(table)
+        seen: dict[tuple[str, str], tuple] = {}
+        ids: list[str] = []
+        new_keys: list[str] = []
+        schema = rows_arrow([]).schema
+        with table_lock(self._lock_dir, table):
+            base = self.version(table)
+            known = self.trajectory_ids(version=base) if base is not None else set()
+            if not _append.can_append(uri, schema, self._so()):  # widened by another writer
+                trajs = list(items)
+                ids = [_id_of(t) for t in trajs]
+                fresh = self._fresh(trajs, ids, known)
+                fresh.sort(key=_task_key)
                 m = self._write(
-                    "trajectories",
+                    table,
                     _trajectory_stream(fresh) if fresh else None,
                     new=len(fresh),
                     dups=len(trajs) - len(fresh),
-                    digest=digest,
+                    digest=_digest(ids),
                     base=base,
                     key=["id"],
                     new_keys=[t.id for t in fresh],
                 )
-        if trajs:
-            self._add_sightings(trajs, ids, run_id=run_id, version=m.version)
+                for t, i in zip(trajs, ids, strict=True):
+                    _sight(seen, t, i)
+            else:
+
+                def batches() -> Iterator[pa.RecordBatch]:
+                    taken = set()
+                    while chunk := list(islice(items, _STREAM_ROWS)):
+                        rows = []
+                        for t in chunk:
+                            i = _id_of(t)
+                            ids.append(i)
+                            if sightings:
+                                _sight(seen, t, i)
+                            if i not in known and i not in taken:
+                                taken.add(i)
+                                new_keys.append(i)
+                                rows.append(_row_of(t))
+                        if rows:
+                            yield from rows_arrow(rows).to_batches()
+
+                written = _append.write_files(uri, schema, batches(), no_bounds=("data",))
+                m = self._committed(written, base, ids, new_keys)
+        if sightings and ids:
+            self._add_sightings(seen, run_id=run_id, version=m.version)
         return m
 
+    def _committed(
+        self, written: Any, base: int | None, ids: list[str], new_keys: list[str]
+    ) -> Manifest:
+        """Commit what :meth:`_stream_trajectories` wrote (holding the lock) and keep the
+        row count and id set of the new version cached, as ``_write`` does."""
+        from knowlyr.store import _append
+
+        table = "trajectories"
+        new, dups = len(new_keys), len(ids) - len(new_keys)
+        rows = self.count(table, version=base) if base is not None else 0
+        if not new:
+            return Manifest(
+                store=self.url,
+                table=table,
+                version=-1 if base is None else base,
+                rows=rows,
+                new=0,
+                duplicates=dups,
+                committed=False,
+                digest=_digest(ids),
+            )
+        _append.commit_files(
+            written, meta={"new": new, "duplicates": dups}, storage_options=self._so()
+        )
+        version = self.version(table)
+        assert version is not None
+        self._rows[(table, version)] = rows + new
+        ck = (f"{table}:id", base)
+        if base is None:
+            self._keys[(ck[0], version)] = set(new_keys)
+        elif ck in self._keys:
+            self._keys[(ck[0], version)] = self._keys[ck] | set(new_keys)
+        return Manifest(
+            store=self.url,
+            table=table,
+            version=version,
+            rows=rows + new,
+            new=new,
+            duplicates=dups,
+            committed=True,
+            digest=_digest(ids),
+        )
+
     def _add_sightings(
-        self, trajs: list[Any], ids: list[str], *, run_id: str | None, version: int
+        self, rows: dict[tuple[str, str], tuple], *, run_id: str | None, version: int
     ) -> None:
-        """One ``sightings`` row per (trajectory, agent) of this add, as one commit.
+        """One ``sightings`` row per (trajectory, agent) of this add (``rows``, made by
+        :func:`_sight`), as one commit.
 
         A caller's ``run_id`` may add in several batches (an ingest with ``--batch-size``),
         so rows that run already has are skipped; reading them touches only that run's
@@ -278,16 +391,7 @@ class Store(DeltaTables):
         import polars as pl
 
         from knowlyr.store.tables import conform, spec_for
-        from knowlyr.trajectory import Trajectory
 
-        rows: dict[tuple[str, str], tuple] = {}
-        for t, i in zip(trajs, ids, strict=True):
-            if isinstance(t, Trajectory):
-                a, src = t.agent, t.source
-                row = (a.name, a.model, src.format, src.path, src.blob)
-            else:  # a recorder row: agent, model, source format, path, blob
-                row = (t.row[4], t.row[5], t.row[9], t.row[10], t.row[11])
-            rows.setdefault((i, row[0] or ""), row)
         df = pl.DataFrame(
             {
                 "trajectory_id": [i for i, _ in rows],
@@ -566,25 +670,45 @@ class Store(DeltaTables):
         return lineage(self, ref)
 
 
+def _id_of(t: Trajectory | Encoded) -> str:
+    """The content hash of an item of :meth:`Store.add_trajectories` (rehashing a
+    trajectory whose ``id`` was cleared)."""
+    if t.id or not hasattr(t, "rehash"):
+        return t.id
+    return t.rehash().id
+
+
+def _row_of(t: Trajectory | Encoded) -> tuple:
+    return t.row if hasattr(t, "row") else trajectory_row(t)
+
+
+def _task_key(t: Trajectory | Encoded) -> tuple[str, str]:
+    return (t.row[1], t.row[0]) if hasattr(t, "row") else (t.task.task_id, t.id)
+
+
+def _sight(rows: dict[tuple[str, str], tuple], t: Trajectory | Encoded, i: str) -> None:
+    """Note ``t``'s sighting (agent, model, source format, path, blob) under (id, agent),
+    the first one of each kept (see :meth:`Store._add_sightings`)."""
+    if hasattr(t, "row"):  # a recorder row
+        r = t.row
+        row = (r[4], r[5], r[9], r[10], r[11])
+    else:
+        a, src = t.agent, t.source
+        row = (a.name, a.model, src.format, src.path, src.blob)
+    rows.setdefault((i, row[0] or ""), row)
+
+
 def _trajectory_stream(trajs: list[Trajectory | Encoded]) -> Callable[[], Any]:
-    """A factory of Arrow streams over ``trajs`` sorted by task (similar rows compress together),
-    serialised ``_STREAM_ROWS`` at a time as the Delta writer pulls them."""
+    """A factory of Arrow streams over ``trajs`` (sorted by the caller), serialised
+    ``_STREAM_ROWS`` at a time as the Delta writer pulls them (for delta-rs: the MERGE of an
+    object store, or a local table whose schema another writer widened)."""
     import pyarrow as pa
 
-    from knowlyr.trajectory import Trajectory
-
-    def row(t: Trajectory | Encoded) -> tuple:
-        return trajectory_row(t) if isinstance(t, Trajectory) else t.row
-
-    def key(t: Trajectory | Encoded) -> tuple[str, str]:
-        return (t.task.task_id, t.id) if isinstance(t, Trajectory) else (t.row[1], t.row[0])
-
-    ordered = sorted(trajs, key=key)
-    schema = rows_arrow([row(t) for t in ordered[:1]]).schema
+    schema = rows_arrow([]).schema
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for i in range(0, len(ordered), _STREAM_ROWS):
-            chunk = [row(t) for t in ordered[i : i + _STREAM_ROWS]]
+        for i in range(0, len(trajs), _STREAM_ROWS):
+            chunk = [_row_of(t) for t in trajs[i : i + _STREAM_ROWS]]
             yield from rows_arrow(chunk, sort=False).to_batches()
 
     return lambda: pa.RecordBatchReader.from_batches(schema, batches())

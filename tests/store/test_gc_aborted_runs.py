@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from knowlyr.cli import app
-from knowlyr.store import Store
+from knowlyr.store import Store, _append
 from knowlyr.store.ingest import ingest
 
 runner = CliRunner()
@@ -43,7 +43,8 @@ def test_gc_defaults_reclaim_the_blobs_of_an_ingest_that_raised(tmp_path, monkey
     def boom(*_a, **_k):
         raise RuntimeError("killed before the commit")
 
-    monkeypatch.setattr(Store, "add_trajectories", boom)
+    # the ingest streams its records into the table's files; it dies at the commit
+    monkeypatch.setattr(_append, "commit_files", boom)
     with pytest.raises(RuntimeError, match="before the commit"):
         ingest(store, [_logs(tmp_path / "logs")])
     monkeypatch.undo()
@@ -86,13 +87,13 @@ def test_gc_keeps_the_blobs_of_a_run_in_flight(tmp_path) -> None:
 
 _KILLER = """
 import os, signal, sys
-from knowlyr.store import Store
+from knowlyr.store import Store, _append
 from knowlyr.store.ingest import ingest
 
-def die(*a, **k):  # every raw blob is written by now; the commit never comes
+def die(*a, **k):  # every raw blob is written by now
     os.kill(os.getpid(), signal.SIGKILL)
 
-Store.add_trajectories = die
+_append.commit_files = die  # the records are streamed into files; the commit never comes
 ingest(Store.open(sys.argv[1]), [sys.argv[2]], workers=int(sys.argv[3]))
 """
 

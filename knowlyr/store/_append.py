@@ -1,0 +1,190 @@
+"""Append a stream of Arrow batches to a local Delta table as one commit, in bounded memory.
+
+``deltalake.write_deltalake`` collects its whole input before it writes a file: adding
+20,000 20-step trajectories (~17 KB of JSON each) through it held ~750 MB more than the
+data streamed, and that grows with the number of rows. Here pyarrow writes the Parquet files
+batch by batch as the batches are pulled (a file is closed at ~:data:`_FILE_BYTES` of input),
+and one Delta commit then adds them all (:func:`commit_files`), so memory stays at one batch
+plus the writer's page buffers however many rows a commit holds.
+
+The two halves are separate so a caller can count what it wrote before it commits (the
+commit's metadata names new and duplicate rows). Files written but never committed (the
+process died, or the caller raised) are invisible orphans, as with delta-rs: ``vacuum``
+removes them.
+
+Only for local tables whose writer holds the table lock (``knowlyr.store._lock``): a plain
+append is then dedup-safe. Object stores keep delta-rs's MERGE (``DeltaTables._commit``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["Written", "can_append", "commit_files", "write_files"]
+
+_FILE_BYTES = 256 << 20  # input bytes per Parquet file (compressed ~15x for trajectories)
+_ZSTD_LEVEL = 3  # as DeltaTables._writer_properties
+_PAGE_BYTES = 8 << 20
+
+
+@dataclass
+class Written:
+    """Parquet files written under a table's directory, not yet part of any version."""
+
+    uri: str
+    schema: pa.Schema
+    files: list[tuple[str, int, str]] = field(default_factory=list)  # (name, size, stats)
+    rows: int = 0
+
+
+class _Stats:
+    """Delta file statistics (``numRecords``, ``nullCount``, ``minValues``, ``maxValues``)
+    accumulated batch by batch. Min / max are kept for string and integer columns except
+    the ones named in ``skip`` (a trajectory's JSON is no useful bound); untruncated, so any
+    reader may prune on them."""
+
+    def __init__(self, schema: pa.Schema, skip: frozenset[str]):
+        import pyarrow as pa
+
+        self.rows = 0
+        self.nulls = dict.fromkeys(schema.names, 0)
+        self.bounded = [
+            f.name
+            for f in schema
+            if f.name not in skip and (pa.types.is_string(f.type) or pa.types.is_integer(f.type))
+        ]
+        self.lo: dict[str, Any] = {}
+        self.hi: dict[str, Any] = {}
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        import pyarrow.compute as pc
+
+        self.rows += batch.num_rows
+        for name in self.nulls:
+            self.nulls[name] += batch.column(name).null_count
+        for name in self.bounded:
+            mm = pc.min_max(batch.column(name))
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if lo is None:
+                continue
+            if name not in self.lo or lo < self.lo[name]:
+                self.lo[name] = lo
+            if name not in self.hi or hi > self.hi[name]:
+                self.hi[name] = hi
+
+    def json(self) -> str:
+        doc = {
+            "numRecords": self.rows,
+            "minValues": self.lo,
+            "maxValues": self.hi,
+            "nullCount": self.nulls,
+        }
+        return orjson.dumps(doc).decode()
+
+
+def write_files(
+    uri: str,
+    schema: pa.Schema,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    no_bounds: Iterable[str] = (),
+) -> Written:
+    """Write ``batches`` (all of ``schema``) as Parquet files under the table at ``uri``,
+    pulling one batch at a time; nothing is committed. ``no_bounds`` names columns whose
+    min / max are left out of the file statistics."""
+    import pyarrow.parquet as pq
+
+    out = Written(uri, schema)
+    skip = frozenset(no_bounds)
+    writer: pq.ParquetWriter | None = None
+    name, stats, size = "", _Stats(schema, skip), 0
+
+    def close() -> None:
+        nonlocal writer
+        assert writer is not None
+        writer.close()
+        writer = None
+        out.files.append((name, os.path.getsize(os.path.join(uri, name)), stats.json()))
+
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if writer is None:
+                os.makedirs(uri, exist_ok=True)
+                name = f"part-{len(out.files):05d}-{uuid.uuid4()}-c000.zstd.parquet"
+                stats, size = _Stats(schema, skip), 0
+                writer = pq.ParquetWriter(
+                    os.path.join(uri, name),
+                    schema,
+                    compression="zstd",
+                    compression_level=_ZSTD_LEVEL,
+                    data_page_size=_PAGE_BYTES,
+                )
+            writer.write_batch(batch)
+            stats.add(batch)
+            out.rows += batch.num_rows
+            size += batch.nbytes
+            if size >= _FILE_BYTES:
+                close()
+        if writer is not None:
+            close()
+    finally:
+        if writer is not None:  # the stream raised: leave no half-written file open
+            writer.close()
+    return out
+
+
+def can_append(uri: str, schema: pa.Schema, storage_options: dict[str, str] | None = None) -> bool:
+    """Whether files of ``schema`` can be added to the table at ``uri`` as they are: it does
+    not exist yet, or its columns are exactly these (a table another writer widened needs
+    delta-rs's schema merge)."""
+    from deltalake import DeltaTable
+    from deltalake import Schema as DeltaSchema
+
+    if not DeltaTable.is_deltatable(uri, storage_options=storage_options):
+        return True
+    current = DeltaTable(uri, storage_options=storage_options).schema()
+    return orjson.loads(current.to_json()) == orjson.loads(DeltaSchema.from_arrow(schema).to_json())
+
+
+def commit_files(
+    written: Written,
+    *,
+    meta: Mapping[str, Any],
+    storage_options: dict[str, str] | None = None,
+) -> None:
+    """Commit ``written``'s files as one new version of the table, creating the table when it
+    does not exist (check :func:`can_append` before writing them)."""
+    from deltalake import CommitProperties, DeltaTable
+    from deltalake import Schema as DeltaSchema
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    if not written.files:
+        return
+    now = int(time.time() * 1000)
+    adds = [AddAction(name, size, {}, now, True, stats) for name, size, stats in written.files]
+    props = CommitProperties(custom_metadata={f"knowlyr.{k}": str(v) for k, v in meta.items()})
+    uri = written.uri
+    if not DeltaTable.is_deltatable(uri, storage_options=storage_options):
+        create_table_with_add_actions(
+            uri,
+            DeltaSchema.from_arrow(written.schema),
+            adds,
+            mode="append",
+            commit_properties=props,
+            storage_options=storage_options,
+        )
+        return
+    dt = DeltaTable(uri, storage_options=storage_options)
+    dt.create_write_transaction(adds, "append", dt.schema(), commit_properties=props)
