@@ -100,8 +100,9 @@ def write_files(
     no_bounds: Iterable[str] = (),
 ) -> Written:
     """Write ``batches`` (all of ``schema``) as Parquet files under the table at ``uri``,
-    pulling one batch at a time; nothing is committed. ``no_bounds`` names columns whose
-    min / max are left out of the file statistics."""
+    pulling one batch at a time; nothing is committed. ``no_bounds`` names columns of long,
+    unique values (a trajectory's JSON): no min / max in the file statistics, no dictionary
+    encoding."""
     import pyarrow.parquet as pq
 
     out = Written(uri, schema)
@@ -130,6 +131,9 @@ def write_files(
                     compression="zstd",
                     compression_level=_ZSTD_LEVEL,
                     data_page_size=_PAGE_BYTES,
+                    # a dictionary of unique values (a trajectory's JSON) is built and thrown
+                    # away page after page: only the other columns get one
+                    use_dictionary=[n for n in schema.names if n not in skip],
                 )
             writer.write_batch(batch)
             stats.add(batch)

@@ -46,6 +46,7 @@ from knowlyr.store._lock import table_lock
 from knowlyr.store.blobs import BlobStore
 from knowlyr.store.models import GcReport, Lineage, Manifest, RunRecord
 from knowlyr.store.tables import TABLES, rows_arrow, trajectory_row
+from knowlyr.trajectory import Trajectory
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -57,7 +58,6 @@ if TYPE_CHECKING:
     from knowlyr.labels import Label
     from knowlyr.recorder.pipeline import Encoded
     from knowlyr.store.labels import LabelReport
-    from knowlyr.trajectory import Trajectory
 
 __all__ = ["DEFAULT_STORE", "Store"]
 
@@ -448,8 +448,6 @@ class Store(DeltaTables):
         """The trajectory with content hash ``id`` (a unique prefix of >= 8 chars works)."""
         import polars as pl
 
-        from knowlyr.trajectory import Trajectory
-
         if len(id) < 64:
             if len(id) < 8:
                 raise ConfigError(
@@ -478,8 +476,6 @@ class Store(DeltaTables):
         """Trajectories at ``version``, optionally restricted to ``ids`` and a polars filter
         on the query columns (``pl.col("success")``, ``pl.col("task_id") == "t1"``...)."""
         import polars as pl
-
-        from knowlyr.trajectory import Trajectory
 
         lf = self.scan("trajectories", version=version)
         if ids is not None:
@@ -673,28 +669,28 @@ class Store(DeltaTables):
 def _id_of(t: Trajectory | Encoded) -> str:
     """The content hash of an item of :meth:`Store.add_trajectories` (rehashing a
     trajectory whose ``id`` was cleared)."""
-    if t.id or not hasattr(t, "rehash"):
+    if t.id or not isinstance(t, Trajectory):
         return t.id
     return t.rehash().id
 
 
 def _row_of(t: Trajectory | Encoded) -> tuple:
-    return t.row if hasattr(t, "row") else trajectory_row(t)
+    return trajectory_row(t) if isinstance(t, Trajectory) else t.row
 
 
 def _task_key(t: Trajectory | Encoded) -> tuple[str, str]:
-    return (t.row[1], t.row[0]) if hasattr(t, "row") else (t.task.task_id, t.id)
+    return (t.task.task_id, t.id) if isinstance(t, Trajectory) else (t.row[1], t.row[0])
 
 
 def _sight(rows: dict[tuple[str, str], tuple], t: Trajectory | Encoded, i: str) -> None:
     """Note ``t``'s sighting (agent, model, source format, path, blob) under (id, agent),
     the first one of each kept (see :meth:`Store._add_sightings`)."""
-    if hasattr(t, "row"):  # a recorder row
-        r = t.row
-        row = (r[4], r[5], r[9], r[10], r[11])
-    else:
+    if isinstance(t, Trajectory):
         a, src = t.agent, t.source
         row = (a.name, a.model, src.format, src.path, src.blob)
+    else:  # a recorder row
+        r = t.row
+        row = (r[4], r[5], r[9], r[10], r[11])
     rows.setdefault((i, row[0] or ""), row)
 
 
