@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from knowlyr.reward.calibration import CalibrationMap
+    from knowlyr.reward.combine import TrajectoryInfo
     from knowlyr.reward.judge import LLMJudge
     from knowlyr.reward.outcome_calibration import OutcomeCalibration
 
@@ -131,9 +132,89 @@ def rewards_frame(rewards: Sequence[TrajectoryReward]) -> pl.DataFrame:
     return pl.DataFrame([r.to_row() for r in rewards], infer_schema_length=None)
 
 
-def _mean(xs: Sequence[float | None]) -> float | None:
-    vals = [x for x in xs if x is not None]
-    return sum(vals) / len(vals) if vals else None
+def trajectory_info(trajectories: Sequence[Trajectory]) -> TrajectoryInfo:
+    """The per-trajectory columns of a batch of Trajectory objects."""
+    import numpy as np
+
+    from knowlyr.reward.combine import TrajectoryInfo
+
+    ids, tasks, agents, models, success = [], [], [], [], []
+    for t in trajectories:
+        ids.append(t.id)
+        tasks.append(t.task.task_id)
+        agents.append(t.agent.name)
+        models.append(t.agent.model)
+        o = t.outcome  # an evaluation verdict counts where the log did not know
+        success.append(o.success if o.success is not None else o.resolved)
+    lengths = np.fromiter((len(t.steps) for t in trajectories), np.int64, len(trajectories))
+    return TrajectoryInfo(ids, tasks, agents, models, success, lengths)
+
+
+def document_info(documents: Sequence[dict[str, Any]]) -> TrajectoryInfo:
+    """:func:`trajectory_info` of trajectories given as JSON documents."""
+    import numpy as np
+
+    from knowlyr.reward.combine import TrajectoryInfo
+
+    ids, tasks, agents, models, success, lengths = [], [], [], [], [], []
+    for d in documents:
+        ids.append(d["id"])
+        tasks.append(d["task"]["task_id"])
+        agent = d.get("agent") or {}
+        agents.append(agent.get("name", "unknown"))
+        models.append(agent.get("model"))
+        o = d.get("outcome") or {}
+        won = o.get("success")
+        success.append(won if won is not None else o.get("resolved"))
+        lengths.append(len(d.get("steps") or ()))
+    return TrajectoryInfo(ids, tasks, agents, models, success, np.asarray(lengths, np.int64))
+
+
+def rule_columns(df: pl.DataFrame, n_traj: int) -> tuple[list[tuple[str, Any, Any]], Any]:
+    """``(name, scores, scored)`` per rule rubric of a :func:`~knowlyr.reward.rules.score_rules`
+    frame, and each trajectory's reference length (NaN: none)."""
+    import numpy as np
+
+    from knowlyr.reward.rules import RULE_COLUMNS
+
+    columns = []
+    for name in RULE_COLUMNS:
+        col = df.get_column(name)
+        columns.append((name, col.fill_null(0.0).to_numpy(), col.is_not_null().to_numpy()))
+    references = np.full(n_traj, np.nan)
+    references[df.get_column("traj").to_numpy()] = (
+        df.get_column("reference").fill_null(np.nan).to_numpy()
+    )
+    return columns, references
+
+
+def _judge_columns(
+    judged: Sequence[Sequence[Any]], lengths: Any, names: list[str]
+) -> list[tuple[str, Any, Any]]:
+    """``(name, scores, scored)`` per judge rubric from the judge's per-step results."""
+    import numpy as np
+
+    n = int(lengths.sum())
+    starts = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    out = []
+    for name in names:
+        scores, scored = np.zeros(n), np.zeros(n, dtype=bool)
+        for ti, row in enumerate(judged):
+            for si, j in enumerate(row):
+                v = j.scores.get(name) if j.scores else None
+                if v is not None:
+                    scores[starts[ti] + si] = v
+                    scored[starts[ti] + si] = True
+        out.append((name, scores, scored))
+    return out
+
+
+def _nullable(values: Any, ok: Any) -> list[float | None]:
+    """``values`` as Python floats, ``None`` where ``ok`` is False."""
+    import polars as pl
+
+    return pl.Series(values, dtype=pl.Float64).set(pl.Series(~ok), None).to_list()
 
 
 class RewardEngine:
@@ -234,92 +315,120 @@ class RewardEngine:
 
     @paused()
     def _combine(self, trajectories: Sequence[Trajectory], judged: Any) -> list[TrajectoryReward]:
-        per_step: list[list[dict[str, float | None]]] = [
-            [{} for _ in t.steps] for t in trajectories
-        ]
-        refs: dict[int, float | None] = {}
-        if "rules" in self.layers and trajectories:
-            from knowlyr.reward.rules import RULE_COLUMNS, score_rules
+        import numpy as np
 
-            df = score_rules(trajectories, self.profile)
-            for ti, ref in zip(df["traj"].to_list(), df["reference"].to_list(), strict=True):
-                refs[ti] = ref
-            cols = [df[c].to_list() for c in RULE_COLUMNS]
-            for row, (ti, si) in enumerate(
-                zip(df["traj"].to_list(), df["step"].to_list(), strict=True)
-            ):
-                d = per_step[ti][si]
-                for name, col in zip(RULE_COLUMNS, cols, strict=True):
-                    d[name] = col[row]
-        rationales: list[list[str | None]] = [[None] * len(t.steps) for t in trajectories]
-        errors: list[list[str | None]] = [[None] * len(t.steps) for t in trajectories]
+        from knowlyr.reward.combine import rubric_scores
+
+        info = trajectory_info(trajectories)
+        columns, references = self._rule_columns(trajectories)
+        n = len(trajectories)
+        rationales: list[list[str | None]] = [[None] * k for k in info.lengths.tolist()]
+        errors: list[list[str | None]] = [[None] * k for k in info.lengths.tolist()]
         if judged is not None:
-            names = [r.name for r in self.judge.rubrics]
+            columns += _judge_columns(judged, info.lengths, [r.name for r in self.judge.rubrics])
             for ti, row in enumerate(judged):
                 for si, j in enumerate(row):
-                    for name in names:
-                        per_step[ti][si][name] = j.scores.get(name) if j.scores else None
                     rationales[ti][si] = j.rationale
                     errors[ti][si] = j.error
-        cal = self.calibration
+        c = self.combine(columns, info, references)
+        names = [name for name, _, _ in columns]
+        values = [_nullable(scores, scored) for _, scores, scored in columns]
+        steps = [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+        step_r = _nullable(c.step_reward, c.has_step_reward)
+        total, total_raw, process = (
+            _nullable(x, c.has_process) for x in (c.total, c.total_raw, c.process)
+        )
+        config_hash = self.config_hash
+        judge_model = self.judge.model if self.judge else None
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(info.lengths, out=offsets[1:])
         out = []
-        w = self.weights
-        for ti, t in enumerate(trajectories):
-            steps_r: list[float | None] = []
-            for d in per_step[ti]:
-                num = den = 0.0
-                for name, s in d.items():
-                    if s is not None and w.get(name, 0.0) > 0:
-                        num += w[name] * s
-                        den += w[name]
-                r = num / den if den > 0 else None
-                if r is not None and cal is not None and cal.level == "step":
-                    r = cal.apply_one(r)
-                steps_r.append(r)
-            scored = [r for r in steps_r if r is not None]
-            process = None
-            if scored:
-                length = refs.get(ti) or len(scored)
-                process = max(0.0, 1.0 - sum(1.0 - r for r in scored) / length)
-            o = t.outcome  # an evaluation verdict counts where the log did not know
-            success = o.success if o.success is not None else o.resolved
-            total_raw = process
-            if process is not None and self.outcome_weight and success is not None:
-                total_raw = (1 - self.outcome_weight) * process + self.outcome_weight * float(
-                    success
-                )
-            total = total_raw
-            if total is not None and cal is not None and cal.level == "trajectory":
-                total = cal.apply_one(total)
+        for ti in range(n):
+            a, b = int(offsets[ti]), int(offsets[ti + 1])
             judge_failed = self.judge is not None and any(e is not None for e in errors[ti])
-            rubric_scores = {}
-            for name in self.rubrics:
-                m = _mean([d.get(name) for d in per_step[ti]])
-                if m is not None:
-                    rubric_scores[name] = m
             out.append(
                 TrajectoryReward(
-                    trajectory_id=t.id,
-                    task_id=t.task.task_id,
-                    agent=t.agent.name,
-                    model=t.agent.model,
-                    total=total,
-                    total_raw=total_raw,
-                    step_rewards=steps_r,
-                    rubric_scores=rubric_scores,
-                    step_rubrics=per_step[ti],
-                    config_hash=self.config_hash,
-                    success=success,
+                    trajectory_id=info.ids[ti],
+                    task_id=info.task_ids[ti],
+                    agent=info.agents[ti],
+                    model=info.models[ti],
+                    total=total[ti],
+                    total_raw=total_raw[ti],
+                    step_rewards=step_r[a:b],
+                    rubric_scores=rubric_scores(c, ti),
+                    step_rubrics=steps[a:b] if names else [{} for _ in range(b - a)],
+                    config_hash=config_hash,
+                    success=info.success[ti],
                     rationales=rationales[ti],
                     judge_errors=errors[ti],
-                    judge_model=self.judge.model if self.judge else None,
+                    judge_model=judge_model,
                     missing_layers=["judge"] if judge_failed else [],
-                    process=process,
+                    process=process[ti],
                 )
             )
+        cal = self.calibration
         if cal is not None and cal.level == "outcome" and out:
             self._apply_outcome_calibration(trajectories, out)
         return out
+
+    def score_documents(self, documents: Sequence[dict[str, Any]]) -> pl.DataFrame:
+        """Rewards of trajectories given as JSON documents (``Trajectory.to_json``, or validated
+        by :mod:`knowlyr.documents`), as the rows of the store's ``rewards`` table: the values
+        of ``rewards_frame(self.score(models))``, computed without a model per trajectory,
+        step or reward (the rule layer and a human calibration map; with the judge layer or
+        an outcome calibration, which read the models, it scores the models).
+
+        Example:
+            >>> rows = RewardEngine("coding").score_documents(docs)  # doctest: +SKIP
+            >>> rows.select("trajectory_id", "total").row(0)  # doctest: +SKIP
+        """
+        from knowlyr.reward.combine import reward_rows
+
+        cal = self.calibration
+        if self.judge is not None or (cal is not None and cal.level == "outcome"):
+            from knowlyr.trajectory import Trajectory
+
+            with paused():
+                models = [Trajectory.model_validate(d) for d in documents]
+            return rewards_frame(self.score(models))
+        with paused():
+            info = document_info(documents)
+            columns, references = [], None
+            if documents:
+                from knowlyr.reward.rules import score_documents
+
+                df = score_documents(documents, self.profile)
+                columns, references = rule_columns(df, len(documents))
+            c = self.combine(columns, info, references)
+            return reward_rows(c, info, columns, config_hash=self.config_hash)
+
+    def _rule_columns(
+        self, trajectories: Sequence[Trajectory]
+    ) -> tuple[list[tuple[str, Any, Any]], Any]:
+        """The rule rubrics' ``(name, scores, scored)`` columns and each trajectory's
+        reference length (NaN: none); nothing without the rules layer."""
+        if "rules" not in self.layers or not trajectories:
+            return [], None
+        from knowlyr.reward.rules import score_rules
+
+        return rule_columns(score_rules(trajectories, self.profile), len(trajectories))
+
+    def combine(self, columns: list[tuple[str, Any, Any]], info: TrajectoryInfo, references: Any):
+        """:func:`knowlyr.reward.combine.combine` with this engine's weights, rubrics, outcome
+        weight and (human) calibration map."""
+        from knowlyr.reward.combine import combine
+
+        cal = self.calibration
+        return combine(
+            columns,
+            info.lengths,
+            references,
+            info.success,
+            weights=self.weights,
+            rubrics=self.rubrics,
+            outcome_weight=self.outcome_weight,
+            calibration=cal if cal is not None and cal.level in ("step", "trajectory") else None,
+        )
 
     def _apply_outcome_calibration(
         self, trajectories: Sequence[Trajectory], rewards: list[TrajectoryReward]
@@ -334,13 +443,17 @@ class RewardEngine:
             r = rewards[i]
             r.total = p if r.success is None or not w else (1 - w) * p + w * float(r.success)
 
-    def save(self, store: Any, rewards: Sequence[TrajectoryReward]) -> Any:
-        """Append ``rewards`` to the store's ``rewards`` table (one Delta transaction).
+    def save(self, store: Any, rewards: Sequence[TrajectoryReward] | pl.DataFrame) -> Any:
+        """Append ``rewards`` (objects, or the rows :meth:`score_documents` made) to the
+        store's ``rewards`` table (one Delta transaction).
 
         Rows are keyed by (trajectory_id, config_hash): re-scoring with the same config adds
         nothing; changed weights are a new config hash, so new rows. Returns the manifest.
         """
-        return store.append("rewards", rewards_frame(rewards))
+        import polars as pl
+
+        frame = rewards if isinstance(rewards, pl.DataFrame) else rewards_frame(rewards)
+        return store.append("rewards", frame)
 
 
 def dump_rewards(rewards: Sequence[TrajectoryReward], **extra: Any) -> bytes:

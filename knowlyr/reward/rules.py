@@ -42,9 +42,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from knowlyr._gc import paused
 from knowlyr._switching import fine_gil_switching
@@ -80,6 +80,7 @@ __all__ = [
     "reference_steps",
     "regression_reward",
     "rule_scores",
+    "score_documents",
     "score_rules",
     "step_table",
 ]
@@ -149,15 +150,38 @@ def score_rules(
         >>> df.columns
         ['traj', 'step', 'non_redundancy', 'non_regression', 'info_utilization', 'efficiency', 'reference']
     """
-    import polars as pl
-
     profile = get_profile(profile)
     extractor = StepExtractor(profile)
-    chunks = _chunks(trajectories, CHUNK_STEPS)
+    lengths = [len(t.steps) for t in trajectories]
+    return _score(trajectories, lengths, profile, extractor, extractor.scan)
+
+
+def score_documents(
+    documents: Sequence[dict[str, Any]], profile: DomainProfile | str = "generic"
+) -> pl.DataFrame:
+    """:func:`score_rules` of trajectories given as JSON documents (see
+    :meth:`~knowlyr.reward.steps.StepExtractor.scan_documents`): the same frame, with no
+    model built per trajectory or step."""
+    profile = get_profile(profile)
+    extractor = StepExtractor(profile)
+    lengths = [len(d.get("steps") or ()) for d in documents]
+    return _score(documents, lengths, profile, extractor, extractor.scan_documents)
+
+
+def _score(
+    batch: Sequence[Any],
+    lengths: list[int],
+    profile: DomainProfile,
+    extractor: StepExtractor,
+    scan: Callable[[Sequence[Any]], Scan],
+) -> pl.DataFrame:
+    import polars as pl
+
+    chunks = _chunks(batch, lengths, CHUNK_STEPS)
     worker = _ChunkWorker()
     with paused():
         if len(chunks) <= 1:
-            scans = [extractor.scan(trajectories)]
+            scans = [scan(batch)]
             parts = [worker.score(scans[0], worker.extend(extractor.facets_plan()))]
         else:
             from concurrent.futures import ThreadPoolExecutor
@@ -171,7 +195,7 @@ def score_rules(
                 ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rules") as pool,
             ):
                 for chunk in chunks:
-                    scans.append(extractor.scan(chunk))
+                    scans.append(scan(chunk))
                     # the facets grow chunk after chunk; the tables and rubrics of two chunks
                     # can be worked on at once (what keeps both cores busy once Python is done)
                     facets = extend.submit(worker.extend, extractor.facets_plan())
@@ -190,11 +214,11 @@ def score_rules(
 CHUNK_STEPS = 1 << 16
 
 
-def _chunks(trajectories: Sequence[Trajectory], size: int) -> list[Sequence[Trajectory]]:
+def _chunks(trajectories: Sequence[Any], lengths: list[int], size: int) -> list[Sequence[Any]]:
     """Consecutive runs of trajectories of about ``size`` steps each."""
     out, start, steps = [], 0, 0
-    for i, t in enumerate(trajectories):
-        steps += len(t.steps)
+    for i, n in enumerate(lengths):
+        steps += n
         if steps >= size:
             out.append(trajectories[start : i + 1])
             start, steps = i + 1, 0

@@ -75,11 +75,14 @@ def stopped_by_limit(outcome: Outcome) -> bool:
     """Whether a run was cut off by a limit (steps, cost, time, context window) rather than
     ending by itself: ``truncated``, or an exit status / reason naming a limit, on a run
     that did not succeed."""
-    if outcome.success:
+    return _stopped(outcome.success, outcome.truncated, outcome.reason)
+
+
+def _stopped(success: bool | None, truncated: bool, reason: str | None) -> bool:
+    if success:
         return False
-    if outcome.truncated:
+    if truncated:
         return True
-    reason = outcome.reason
     return bool(reason) and _LIMIT.search(reason) is not None
 
 
@@ -89,6 +92,10 @@ def reference_steps(task: TaskInfo) -> float | None:
     ref = task.metadata.get("reference_steps")
     if ref is None and task.model_extra:
         ref = task.model_extra.get("reference_steps")
+    return _positive(ref)
+
+
+def _positive(ref: Any) -> float | None:
     try:
         value = float(ref) if ref is not None else None
     except (TypeError, ValueError):
@@ -155,9 +162,6 @@ class StepExtractor:
 
     def scan(self, trajectories: Sequence[Trajectory]) -> Scan:
         """The per-step pass: each step's distinct-call id, output and failure status."""
-        import numpy as np
-        import polars as pl
-
         # the batch's distinct calls by a 64-bit hash of (tool, orjson of the parameters): a
         # dict of int keys of this batch stays small, where one of every call ever seen, keyed
         # by the text, cost more than the rest of the step to look up
@@ -202,24 +206,69 @@ class StepExtractor:
                     out_a(obs.output)
                     if obs.exit_code or obs.error is not None:
                         bad_a(len(outs) - 1)
-        per_traj = pl.DataFrame(
-            {
-                "task": [t.task_id for t in tasks],
-                "n_steps": lengths,
-                "ref_steps": [reference_steps(t) for t in tasks],
-                "instruction": [t.instruction[:OBS_CAP] if n else "" for t, n in zip(tasks, lengths, strict=True)],
-                "stopped": stopped,
-                "success": success,
-            },
-            schema={"task": pl.String, "n_steps": pl.UInt32, "ref_steps": pl.Float64,
-                    "instruction": pl.String, "stopped": pl.Boolean, "success": pl.Boolean},
+        return _scan(
+            ids, outs, thoughts, bad, lengths,
+            [t.task_id for t in tasks], [reference_steps(t) for t in tasks],
+            [t.instruction for t in tasks], stopped, success,
         )  # fmt: skip
-        return Scan(
-            pl.Series("ids", ids, dtype=pl.UInt32),
-            pl.Series("obs_text", outs, dtype=pl.String),
-            pl.Series("thought", thoughts, dtype=pl.String),
-            np.asarray(bad, dtype=np.int64),
-            per_traj,
+
+    def scan_documents(self, documents: Sequence[dict[str, Any]]) -> Scan:
+        """:meth:`scan` of trajectories given as their JSON documents (what
+        :meth:`~knowlyr.trajectory.Trajectory.to_json` writes, or a validated document of
+        :mod:`knowlyr.documents`: fields that are ``None`` may be left out): the same columns,
+        without building a model per trajectory and step."""
+        calls: dict[int, int] = {}
+        pending = self._pending
+        base = self._planned + len(pending)
+        ids: list[int] = []
+        outs: list[str] = []
+        thoughts: list[str] = []
+        bad: list[int] = []
+        lengths: list[int] = []
+        task_ids: list[str] = []
+        refs: list[float | None] = []
+        instructions: list[str] = []
+        stopped: list[bool] = []
+        success: list[bool | None] = []
+        id_a, out_a, bad_a, th_a = ids.append, outs.append, bad.append, thoughts.append
+        get = calls.get
+        dumps = orjson.dumps
+        for doc in documents:
+            steps = doc.get("steps") or ()
+            lengths.append(len(steps))
+            task = doc["task"]
+            task_ids.append(task["task_id"])
+            meta = task.get("metadata")
+            ref = meta.get("reference_steps") if meta else None
+            refs.append(_positive(task.get("reference_steps") if ref is None else ref))
+            instructions.append(task.get("instruction", ""))
+            o = doc.get("outcome") or {}
+            won = o.get("success")
+            stopped.append(_stopped(won, o.get("truncated", False), o.get("reason")))
+            success.append(won)
+            for step in steps:
+                th_a(step.get("thought", ""))
+                action = step.get("action")
+                if action is None:
+                    id_a(0)
+                else:
+                    tool = action["tool"]
+                    params = action.get("params") or {}
+                    key = hash((tool, dumps(params)))
+                    i = get(key)
+                    if i is None:
+                        i = calls[key] = base + len(calls)
+                        pending.append((tool, params))
+                    id_a(i)
+                obs = step.get("observation")
+                if obs is None:
+                    out_a("")
+                else:
+                    out_a(obs.get("output", ""))
+                    if obs.get("exit_code") or obs.get("error") is not None:
+                        bad_a(len(outs) - 1)
+        return _scan(
+            ids, outs, thoughts, bad, lengths, task_ids, refs, instructions, stopped, success
         )
 
     def facets(self) -> pl.DataFrame:
@@ -239,6 +288,43 @@ class StepExtractor:
         self._planned += len(self._pending)
         self._pending = []
         return plan
+
+
+def _scan(
+    ids: list[int],
+    outs: list[str],
+    thoughts: list[str],
+    bad: list[int],
+    lengths: list[int],
+    task_ids: list[str],
+    refs: list[float | None],
+    instructions: list[str],
+    stopped: list[bool],
+    success: list[bool | None],
+) -> Scan:
+    """The :class:`Scan` of the lists a scan gathered."""
+    import numpy as np
+    import polars as pl
+
+    per_traj = pl.DataFrame(
+        {
+            "task": task_ids,
+            "n_steps": lengths,
+            "ref_steps": refs,
+            "instruction": [t[:OBS_CAP] if n else "" for t, n in zip(instructions, lengths, strict=True)],
+            "stopped": stopped,
+            "success": success,
+        },
+        schema={"task": pl.String, "n_steps": pl.UInt32, "ref_steps": pl.Float64,
+                "instruction": pl.String, "stopped": pl.Boolean, "success": pl.Boolean},
+    )  # fmt: skip
+    return Scan(
+        pl.Series("ids", ids, dtype=pl.UInt32),
+        pl.Series("obs_text", outs, dtype=pl.String),
+        pl.Series("thought", thoughts, dtype=pl.String),
+        np.asarray(bad, dtype=np.int64),
+        per_traj,
+    )
 
 
 def assemble(scan: Scan, facets: pl.DataFrame) -> pl.DataFrame:
