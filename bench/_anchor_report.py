@@ -41,6 +41,9 @@ def summarize(stage: Any, rounds: list[dict[tuple[str, str], Any]], n: int) -> d
         ratios.append(
             stage.cost(r[("original", stage.original)]) / stage.cost(r[("ours", stage.ours)])
         )
+    first = rounds[0]
+    out["items"] = stage.items(first[("original", stage.original)])
+    out["items_name"] = stage.items_name
     out["ratios"] = ratios
     out["ratio"] = statistics.median(ratios)
     out["budget"] = stage.budget
@@ -69,6 +72,20 @@ def render(rows: list[dict[str, Any]], header: list[str]) -> str:
             f"{statistics.median(u['rss_mb']):,.0f} | {statistics.median(o['cpu_s']):.2f} / "
             f"{statistics.median(u['cpu_s']):.2f} |"
         )
+    lines.append("")
+    work, seen = [], set()
+    for s in rows:
+        steps = (s["original"]["steps"], s["ours"]["steps"])
+        text = f"{s['items']:,.0f} {s['items_name']}"
+        if all(steps):
+            text += f" (steps: original {steps[0]:,}, ours {steps[1]:,})"
+        if s["items_name"] and (s["stage"].split("-")[0], text) not in seen:
+            seen.add((s["stage"].split("-")[0], text))
+            work.append(f"{s['stage']} {text}")
+    lines.append(
+        "Work done by each side, checked equal every round: " + "; ".join(work) + ". Ours "
+        "keeps the finish action as a step (21 per run), the original drops it (20)."
+    )
     lines.append("")
     lines.append(
         "Ratios: ours ÷ original for rates; original ÷ ours for times per step, seconds and "

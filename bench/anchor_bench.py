@@ -299,6 +299,7 @@ class Stage:
     unit: str
     budget: float | None
     what: str
+    items_name: str = "trajectories"
 
 
 def _sec(name: str) -> Callable[[Result], float]:
@@ -356,15 +357,15 @@ STAGES = [
           "the same again (all duplicates)"),
     Stage("store-bytes", "store", "store", "store_n", _rows,
           lambda r: r.out["bytes"] / r.out["rows"], lambda r: r.out["bytes"] / r.out["rows"],
-          "B/traj", 5, "bytes per trajectory on disk"),
+          "B/traj", 5, "bytes per trajectory on disk", "rows"),
     Stage("export-file", "export-file", "export-file", "export_n", _rows,
           _per(_rows, _wall), _rate(_rows, _wall), "rows/s", 10,
-          "SFT export of a JSONL file, CLI whole process"),
+          "SFT export of a JSONL file, CLI whole process", "SFT rows"),
     Stage("export-store", "export-store", "export-store", "export_n", _rows,
           _per(_rows, _wall), _rate(_rows, _wall), "rows/s", 10,
-          "SFT export from the store, whole process"),
+          "SFT export from the store, whole process", "SFT rows"),
     Stage("cli-help", "cli-help", "cli-help", "convert_n", lambda r: 1.0,
-          _wall, _wall, "s", 1, "`--help`, a new process"),
+          _wall, _wall, "s", 1, "`--help`, a new process", ""),
 ]  # fmt: skip
 BY_NAME = {s.name: s for s in STAGES}
 
@@ -585,8 +586,15 @@ def main(argv: list[str] | None = None) -> None:
             + "; ".join(waits)
             + ". Other work slows both sides; the ratios of a round are fairer than its times."
         )
+    text = render(rows, header)
+    if "store-bytes" in names:
+        whole = [r[("ours", "store")].out["store_bytes"] / sizes["store_n"] for r in rounds]
+        text += (
+            f"\nstore-bytes counts ours' trajectories table (as bench/store_bench.py does); the "
+            f"whole store folder, sightings table and logs included: {max(whole):,.0f} B/traj."
+        )
     print()
-    print(render(rows, header))
+    print(text)
     if a.json:
         a.json.write_text(
             json.dumps(
