@@ -52,3 +52,5 @@ __all__ = [
     "register",
     "spec",
 ]
+
+from knowlyr import envs as _envs  # noqa: F401  registers the built-in knowlyr/* envs

@@ -61,3 +61,6 @@ def __getattr__(name: str):
 
         return load_tasks
     raise AttributeError(f"module 'knowlyr.taskset' has no attribute {name!r}")
+
+
+from knowlyr import envs as _envs  # noqa: E402, F401  registers the browser suite (knowlyr.envs)
