@@ -8,8 +8,8 @@ times, from copies of the same store: with the small preset's replay window (0: 
 own collection), with the nightly's (``export.replay_versions``, 2) and, as the baseline, with
 ``replay_versions: null`` (every trajectory in the store, the old behaviour). Every night
 exports all attempts (``only_success: false``: the small warm-up is rarely right, and scope
-is what is measured). Printed: seconds of the night, exported rows and the ``datasets`` rows
-written.
+is what is measured). Printed: seconds of the night, exported rows and the ``dataset_rows`` rows
+written (a row an earlier export stored is not stored again).
 
     .venv/bin/python bench/scope_bench.py --work /tmp/scope-bench
     .venv/bin/python bench/scope_bench.py --work /tmp/scope-bench --older 2000 --older-versions 5
@@ -71,11 +71,11 @@ def _night(store_url: str, seed: int, replay: int | None):
     # every attempt is exported (the small warm-up is rarely right; scope is what is measured)
     export = p.export.model_copy(update={"replay_versions": replay, "only_success": False})
     p = p.model_copy(update={"export": export})
-    before = Store.open(store_url).count("datasets")
+    before = Store.open(store_url).count("dataset_rows")
     t0 = time.perf_counter()
     report = iterate(p)
     seconds = time.perf_counter() - t0
-    return report, seconds, Store.open(store_url).count("datasets") - before
+    return report, seconds, Store.open(store_url).count("dataset_rows") - before
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         _promote(base, night0)
         night1, s1, rows1 = _night(base, 1, REPLAY)
         print(f"fresh store: warm-up night {s0:.1f} s; first champion night {s1:.1f} s, "
-              f"{night1.dataset.rows} rows exported, {rows1} datasets rows written")  # fmt: skip
+              f"{night1.dataset.rows} rows exported, {rows1} new dataset rows stored")  # fmt: skip
         _add_older(base, args.older, args.older_versions)
         small = IterateParams.small().export.replay_versions
         for name, replay in (
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copytree(base, store)
             night2, s2, rows2 = _night(store, 2, replay)
             print(f"+{args.older} older trajectories, {name}: night {s2:.1f} s, "
-                  f"{night2.dataset.rows} rows exported, {rows2} datasets rows written")  # fmt: skip
+                  f"{night2.dataset.rows} rows exported, {rows2} new dataset rows stored")  # fmt: skip
     return 0
 
 

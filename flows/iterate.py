@@ -41,6 +41,7 @@ from flows.evaluate import EvalParams, run_evaluation
 from flows.report import iteration_report
 from flows.train import run_training
 from knowlyr.agents.spec import recorded_prefix
+from tasks._artifacts import cached_origin
 from tasks.evaluate import ComparisonSummary, Decision, current_champion, promote_checkpoint
 from tasks.export import DatasetRef, ExportParams, ExportSettings, export_dataset
 from tasks.reward import RewardParams, RewardSummary, score_trajectories
@@ -319,7 +320,7 @@ def iterate(params: IterateParams = IterateParams()) -> IterateReport:
     rewards = [r.result() for r in rewards]
     report_dir = iteration_report(
         store_url, seed, collected, rewards, dataset, candidate, evaluation, decision,
-        data_cached=exported.name == "Cached",
+        data_cached=cached_origin(exported),
     )  # fmt: skip
     log.info(
         f"held-out success {evaluation.baseline} {evaluation.success(evaluation.baseline):.1%} "

@@ -48,11 +48,11 @@ def iteration_report(
     evaluation: Any,
     decision: Any,
     *,
-    data_cached: bool = False,
+    data_cached: str | None = None,
 ) -> str:
     """Publish the ``iteration-report`` artifact and write ``report.md`` + SVGs; returns the
-    folder. ``data_cached``: the dataset (and so the collection and rewards it was made of)
-    came from the cache, and the report says so."""
+    folder. ``data_cached``: the flow run whose dataset (and so the collection and rewards it
+    was made of) this run found in the cache; the report names it."""
     from prefect.runtime import flow_run
 
     totals = [t for r in rewards for t in r.totals]
@@ -117,9 +117,9 @@ def iteration_report(
             f"# Iteration (seed {seed})",
             *(
                 [
-                    "*The collection, rewards and dataset below come from the cache: an earlier "
-                    "run with the same inputs computed them (their tables in this run's Artifacts "
-                    "tab say which run).*"
+                    f"*The collection, rewards and dataset below come from the cache: run "
+                    f"{data_cached} computed them with the same inputs (their tables in this "
+                    "run's Artifacts tab are that run's).*"
                 ]
                 if data_cached
                 else []

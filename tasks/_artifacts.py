@@ -123,20 +123,32 @@ def _remember(kind: str, key: str, data: Any, description: str) -> None:
     storage.write_path(f"{txn.key}{_RECORD_SUFFIX}", orjson.dumps(published))
 
 
-def republish_cached(task: Any, task_run: Any, state: Any) -> None:
-    """``on_completion`` hook of stage tasks: a cache hit publishes the artifacts the task
-    published when it ran, described "Cached from run X: ..."."""
+def _published_when_computed(state: Any) -> list[dict[str, Any]] | None:
+    """What a cached task run's state published when it was computed (None: not a cache hit,
+    or it ran before records were kept, or its storage has none)."""
     from prefect.results import ResultRecord, get_result_store
 
     if state.name != "Cached" or not isinstance(state.data, ResultRecord):
-        return
+        return None
     storage = get_result_store().result_storage
     name = str(state.data.metadata.storage_key).rstrip("/").rsplit("/", 1)[-1]
     try:
-        published = orjson.loads(storage.read_path(f"{name}{_RECORD_SUFFIX}"))
-    except (OSError, ValueError):  # ran before records were kept, or storage without it
-        return
-    for art in published:
+        return orjson.loads(storage.read_path(f"{name}{_RECORD_SUFFIX}"))
+    except (OSError, ValueError):
+        return None
+
+
+def cached_origin(state: Any) -> str | None:
+    """The flow run (``name (id prefix)``) that computed a cached task run's result, or None
+    when the state is not a cache hit or the run is not known."""
+    published = _published_when_computed(state)
+    return published[0]["origin"] if published else None
+
+
+def republish_cached(task: Any, task_run: Any, state: Any) -> None:
+    """``on_completion`` hook of stage tasks: a cache hit publishes the artifacts the task
+    published when it ran, described "Cached from run X: ..."."""
+    for art in _published_when_computed(state) or []:
         description = f"Cached from run {art['origin']}: {art['description']}"
         if art["kind"] == "table":
             create_table_artifact(art["data"], key=art["key"], description=description)

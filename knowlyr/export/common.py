@@ -258,28 +258,43 @@ class ExportResult:
         return path
 
     def to_store(self, store: Any, *, name: str, split: str = "train") -> Any:
-        """Write the rows as a new version of the store's ``datasets`` table.
+        """Write the dataset to the store: its rows once, then a manifest naming them.
 
-        One row per dataset row: ``dataset`` (``name``), ``row_id``, ``kind``, ``split``,
-        ``trajectory_id`` and ``data`` (the row as JSON). ``store`` is a
-        :class:`knowlyr.store.Store`; returns its manifest (the table version is the dataset
-        version). Re-exporting the same rows under the same name adds nothing.
+        Each row goes to ``dataset_rows`` under the sha256 of its sorted-key JSON (a row
+        another export already wrote is not written again); one ``datasets`` row (``name``,
+        ``kind``, ``split``, ``n_rows``, the ordered ``row_hashes`` and the
+        ``trajectory_ids`` behind them) is the dataset. ``store`` is a
+        :class:`knowlyr.store.Store`; returns the ``datasets`` manifest (that table version is
+        the dataset version). Re-exporting the same rows under the same name adds nothing.
         """
         import hashlib
 
-        rows = self.dataset.to_list()
-        out = []
-        for i, row in enumerate(rows):
+        hashes: list[str] = []
+        trajectory_ids: set[str] = set()
+        out: dict[str, dict[str, Any]] = {}
+        for row in self.dataset.to_list():
             data = orjson.dumps(row, option=orjson.OPT_SORT_KEYS)
-            tid = row.get("trajectory_id") or row.get("chosen_id") or None
-            out.append(
-                {
-                    "dataset": name,
-                    "row_id": f"{i}:{hashlib.sha256(data).hexdigest()[:16]}",
+            digest = hashlib.sha256(data).hexdigest()
+            hashes.append(digest)
+            ids = [row.get(k) for k in ("trajectory_id", "chosen_id", "rejected_id")]
+            trajectory_ids.update(i for i in ids if i)
+            if digest not in out:
+                out[digest] = {
+                    "row_hash": digest,
                     "kind": self.card.kind,
-                    "split": split,
-                    "trajectory_id": tid,
+                    "trajectory_id": next((i for i in ids if i), None),
                     "data": data.decode(),
                 }
-            )
-        return store.append("datasets", out)
+        if not hashes:
+            return store.append("datasets", [])
+        store.append("dataset_rows", list(out.values()))
+        manifest = {
+            "dataset": name,
+            "rows_hash": hashlib.sha256("\n".join(hashes).encode()).hexdigest(),
+            "kind": self.card.kind,
+            "split": split,
+            "n_rows": len(hashes),
+            "row_hashes": hashes,
+            "trajectory_ids": sorted(trajectory_ids),
+        }
+        return store.append("datasets", [manifest])

@@ -257,9 +257,7 @@ def load_dataset(store: Store, name: str, *, version: int | None = None) -> data
     from knowlyr.errors import NotFoundError
     from knowlyr.export.sft import json_list_array
 
-    frame = store.read(
-        "datasets", version=version, filter=pl.col("dataset") == name, columns=["row_id", "data"]
-    )
+    frame = store.read("datasets", version=version, filter=pl.col("dataset") == name)
     if frame.height == 0:
         known = sorted(set(store.read("datasets", version=version, columns=["dataset"])["dataset"]))
         at = "latest" if version is None else f"version {version}"
@@ -267,8 +265,7 @@ def load_dataset(store: Store, name: str, *, version: int | None = None) -> data
             f"no dataset {name!r} in the store's datasets table ({at}); "
             f"known: {', '.join(known[:10]) or 'none'}"
         )
-    ordered = sorted(frame.iter_rows(), key=lambda r: int(r[0].split(":", 1)[0]))
-    rows = [orjson.loads(data) for _, data in ordered]
+    rows = [orjson.loads(data) for data in _row_documents(store, name, frame)]
     names = list(dict.fromkeys(k for r in rows for k in r))
     columns = {}
     for col in names:
@@ -278,3 +275,38 @@ def load_dataset(store: Store, name: str, *, version: int | None = None) -> data
         else:
             columns[col] = pa.array(values)
     return Dataset(pa.table(columns))
+
+
+def _row_documents(store: Store, name: str, frame: pl.DataFrame) -> list[str]:
+    """The JSON rows of dataset ``name`` in export order, from its ``datasets`` rows.
+
+    A manifest names its rows by hash in ``dataset_rows`` (when one name was exported twice
+    with different rows, the newest manifest is the dataset); a store written before
+    manifests holds the rows themselves, ordered by their ``row_id`` index."""
+    import polars as pl
+
+    from knowlyr.errors import StoreError
+
+    if "row_hashes" in frame.columns and frame["row_hashes"].is_not_null().any():
+        hashes = (
+            frame.filter(pl.col("row_hashes").is_not_null())
+            .sort("created_at", nulls_last=False)["row_hashes"][-1]
+            .to_list()
+        )
+        docs = store.read(
+            "dataset_rows",
+            filter=pl.col("row_hash").is_in(list(set(hashes))),
+            columns=["row_hash", "data"],
+        )
+        by_hash = dict(zip(docs["row_hash"], docs["data"], strict=True))
+        lost = [h for h in hashes if h not in by_hash]
+        if lost:
+            raise StoreError(
+                f"dataset {name!r} names {len(lost)} row(s) missing from the store's "
+                f"dataset_rows table (e.g. {lost[0][:16]}): export it again"
+            )
+        return [by_hash[h] for h in hashes]
+    ordered = sorted(
+        frame.select("row_id", "data").iter_rows(), key=lambda r: int(r[0].split(":", 1)[0])
+    )
+    return [data for _, data in ordered]

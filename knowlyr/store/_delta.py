@@ -220,11 +220,13 @@ class DeltaTables:
 
         cols = self._key_cols(table, key)
         v = self._resolve(table, version)
-        rows = self.scan(table, version=v)
+        spec = spec_for(table)
+        derive = spec.derive if spec is not None and spec.derive is not None else lambda lf: lf
+        rows = derive(self.scan(table, version=v))
         base = version - 1 if since is None else since
         if base < 0:
             return rows.collect()
-        old = self.scan(table, version=base).select(cols)
+        old = derive(self.scan(table, version=base)).select(cols)
         return rows.join(old, on=cols, how="anti").collect()
 
     def vacuum(self, table: str, *, dry_run: bool = True, retention_hours: int = 168) -> list[str]:

@@ -7,8 +7,8 @@ name to a version (``{"trajectories": 7}``) or any other name to a blob hash
 1. the runs whose outputs are the asked-for version or blob (a snapshot ``table@v`` that no
    run wrote exactly is made of every run that wrote ``table`` at a version <= v);
 2. then, recursively, the runs behind each of their inputs;
-3. the trajectories that made it: the ``trajectory_id`` (or ``chosen_id`` / ``rejected_id``)
-   values of the rows added at the first table version reached that has them, else every
+3. the trajectories that made it: the ``trajectory_id`` (or ``chosen_id`` / ``rejected_id``,
+   or a dataset manifest's ``trajectory_ids``) values of the rows added at the first table version reached that has them, else every
    trajectory of the ``trajectories`` version read; and their raw logs (``source_blob``).
    Runs that wrote ``trajectories`` are kept only if they added one of those trajectories.
 """
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from knowlyr.store.store import Store
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_TRAJ_COLS = ("trajectory_id", "chosen_id", "rejected_id")
+_TRAJ_COLS = ("trajectory_id", "chosen_id", "rejected_id", "trajectory_ids")
 
 
 def _ref_value(name: str, value: Any) -> int | str:
@@ -298,7 +298,10 @@ def _trajectory_ids_of(store: Store, table: str, v: int, runs: list[RunRecord]) 
     rows = store.added(table, v, since=since) if since >= 0 else store.read(table, version=v)
     ids: set[str] = set()
     for c in cols:
-        ids.update(rows.select(pl.col(c).drop_nulls()).to_series().to_list())
+        values = rows.get_column(c)
+        if isinstance(values.dtype, pl.List):
+            values = values.explode()
+        ids.update(values.drop_nulls().to_list())
     return ids or None
 
 

@@ -13,8 +13,10 @@ rewards        trajectory_id, config_hash           total, per_step (list[f64]),
                                                     created_at
 preferences    pair_id                              task_id, chosen_id, rejected_id, margin,
                                                     config_hash, created_at
-datasets       dataset, row_id                      kind, split, trajectory_id, data (JSON
-                                                    str), created_at
+datasets       dataset, rows_hash                   kind, split, n_rows, row_hashes (list[str]),
+                                                    trajectory_ids (list[str]), created_at
+dataset_rows   row_hash                             kind, trajectory_id, data (JSON str),
+                                                    created_at
 evaluations    eval_id, task_id, agent, seed        checkpoint (blob hash), trajectory_id,
                                                     success, score, n_steps, metrics (JSON
                                                     str), created_at
@@ -126,17 +128,34 @@ TABLES: dict[str, TableSpec] = {
         ),
         TableSpec(
             "datasets",
-            ("dataset", "row_id"),
+            ("dataset", "rows_hash"),
             {
                 "dataset": "str",
-                "row_id": "str",
+                "rows_hash": "str",
                 "kind": "str",
                 "split": "str",
+                "n_rows": "i64",
+                "row_hashes": "list[str]",
+                "trajectory_ids": "list[str]",
+                "created_at": "datetime",
+            },
+            "one manifest row per exported dataset: its rows, in order, as `dataset_rows` "
+            "hashes; a dataset version is a version of this table. Stores written before "
+            "manifests held one row per dataset row (`row_id`, `data`): still readable",
+            derive=lambda df: _legacy_dataset_key(df),
+        ),
+        TableSpec(
+            "dataset_rows",
+            ("row_hash",),
+            {
+                "row_hash": "str",
+                "kind": "str",
                 "trajectory_id": "str",
                 "data": "str",
                 "created_at": "datetime",
             },
-            "exported rows; a dataset version is a version of this table",
+            "exported rows, stored once by content hash (sha256 of the row's sorted-key "
+            "JSON) however many datasets name them",
         ),
         TableSpec(
             "evaluations",
@@ -244,6 +263,7 @@ def polars_type(name: str) -> pl.DataType:
         "bool": pl.Boolean(),
         "datetime": pl.Datetime("us", "UTC"),
         "list[f64]": pl.List(pl.Float64()),
+        "list[str]": pl.List(pl.String()),
     }[name]
 
 
@@ -261,6 +281,19 @@ def _rejected_where(df: Any) -> Any:
     if "where" in names:
         where = pl.col("where").fill_null(where)
     return df.with_columns(where.alias("where"))
+
+
+def _legacy_dataset_key(df: Any) -> Any:
+    """``rows_hash`` for ``datasets`` rows written before manifests (one row per dataset row,
+    keyed by ``row_id``): their ``row_id`` keeps them distinct."""
+    import polars as pl
+
+    names = df.collect_schema().names()
+    if "row_id" not in names:
+        return df
+    if "rows_hash" not in names:
+        return df.with_columns(pl.col("row_id").alias("rows_hash"))
+    return df.with_columns(pl.col("rows_hash").fill_null(pl.col("row_id")))
 
 
 def conform(df: pl.DataFrame, spec: TableSpec | None) -> pl.DataFrame:

@@ -337,17 +337,32 @@ class StoreReader:
 
         if self.store.version("datasets") is None:
             return []
-        df = self.store.read(
-            "datasets",
-            filter=pl.col("trajectory_id") == id,
-            columns=["dataset", "kind", "split", "created_at"],
-        )
-        return (
-            df.group_by("dataset", "kind", "split")
-            .agg(pl.len().alias("rows"), pl.col("created_at").min())
-            .sort("created_at")
-            .to_dicts()
-        )
+        df = self.store.read("datasets")
+        found = []
+        if "trajectory_ids" in df.columns:
+            made = df.filter(pl.col("trajectory_ids").list.contains(id))
+            if made.height:
+                mine = set(
+                    self.store.read(
+                        "dataset_rows", filter=pl.col("trajectory_id") == id, columns=["row_hash"]
+                    )["row_hash"]
+                )
+                counts = [sum(h in mine for h in hs) for hs in made["row_hashes"].to_list()]
+                found.append(
+                    made.select("dataset", "kind", "split", "created_at").with_columns(
+                        pl.Series("rows", counts, dtype=pl.UInt32)
+                    )
+                )
+        if "trajectory_id" in df.columns:  # rows of stores written before manifests
+            found.append(
+                df.filter(pl.col("trajectory_id") == id)
+                .group_by("dataset", "kind", "split")
+                .agg(pl.len().alias("rows"), pl.col("created_at").min())
+                .select("dataset", "kind", "split", "created_at", "rows")
+            )
+        if not found:
+            return []
+        return pl.concat(found).sort("created_at").to_dicts()
 
     def preferences(
         self, id: str | None = None, *, pair_id: str | None = None

@@ -42,7 +42,7 @@ def test_export_takes_the_version_and_its_replay_window(three_nights, window, ni
     ]
     params = ExportParams(only_success=False, replay_versions=window)
     out = export_dataset.fn(ref, rewards, params)
-    rows = store.read("datasets").filter(store.read("datasets")["dataset"] == out.name)
+    manifest = store.read("datasets").filter(store.read("datasets")["dataset"] == out.name)
     expected = set().union(*(added[n] for n in nights))
-    assert set(rows["trajectory_id"]) == expected
+    assert set(manifest["trajectory_ids"].explode()) == expected
     assert out.rows == len(expected)

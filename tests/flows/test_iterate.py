@@ -95,7 +95,8 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
         "evaluation",
     ):
         assert cached[key].startswith("Cached from run ") and str(first)[:8] in cached[key], key
-    assert "come from the cache" in Path(again.report_dir, "report.md").read_text()
+    again_md = Path(again.report_dir, "report.md").read_text()
+    assert "come from the cache: run " in again_md and str(first)[:8] in again_md
     assert "come from the cache" not in report_md
     assert again.candidate == report.candidate and again.dataset == report.dataset
     assert store.count("promotions") == 1

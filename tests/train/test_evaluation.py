@@ -101,10 +101,12 @@ def test_evaluations_and_datasets_land_in_the_store(tmp_path, expert_and_random)
     good, _ = expert_and_random
     res = export_sft(good)
     m1 = res.to_store(store, name="sft-order-status")
-    assert store.count("datasets") == len(good)
-    rows = store.read("datasets")
+    assert store.count("dataset_rows") == len(good) and store.count("datasets") == 1
+    rows = store.read("dataset_rows")
     assert set(rows["kind"].to_list()) == {"sft"} and set(rows["trajectory_id"].to_list()) == {
         t.id for t in good
     }
     m2 = res.to_store(store, name="sft-order-status")  # the same export again adds nothing
-    assert store.count("datasets") == len(good) and m2.version == m1.version
+    assert store.count("datasets") == 1 and m2.version == m1.version
+    res.to_store(store, name="sft-order-status-again")  # another name: its rows are not copied
+    assert store.count("dataset_rows") == len(good) and store.count("datasets") == 2
