@@ -117,6 +117,29 @@ class TrajectoryReward:
             "process": self.process,
         }
 
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> TrajectoryReward:
+        """The reward a ``rewards`` table row (:meth:`to_row`) holds."""
+        loads = orjson.loads
+        return cls(
+            trajectory_id=row["trajectory_id"],
+            task_id=row["task_id"],
+            agent=row["agent"],
+            model=row["model"],
+            total=row["total"],
+            total_raw=row["total_raw"],
+            step_rewards=[None if math.isnan(r) else r for r in row["per_step"]],
+            rubric_scores=loads(row["per_rubric"]),
+            step_rubrics=loads(row["step_rubrics"]),
+            config_hash=row["config_hash"],
+            success=row["success"],
+            rationales=loads(row["rationale"]),
+            judge_errors=loads(row["judge_errors"]),
+            judge_model=row["judge"],
+            missing_layers=loads(row["missing_layers"]),
+            process=row["process"],
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -371,12 +394,15 @@ class RewardEngine:
             self._apply_outcome_calibration(trajectories, out)
         return out
 
-    def score_documents(self, documents: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    def score_documents(
+        self, documents: Sequence[dict[str, Any]], *, population: pl.DataFrame | None = None
+    ) -> pl.DataFrame:
         """Rewards of trajectories given as JSON documents (``Trajectory.to_json``, or validated
         by :mod:`knowlyr.documents`), as the rows of the store's ``rewards`` table: the values
         of ``rewards_frame(self.score(models))``, computed without a model per trajectory,
         step or reward (the rule layer and a human calibration map; with the judge layer or
         an outcome calibration, which read the models, it scores the models).
+        ``population``: see :func:`~knowlyr.reward.rules.score_documents`.
 
         Example:
             >>> rows = RewardEngine("coding").score_documents(docs)  # doctest: +SKIP
@@ -397,7 +423,7 @@ class RewardEngine:
             if documents:
                 from knowlyr.reward.rules import score_documents
 
-                df = score_documents(documents, self.profile)
+                df = score_documents(documents, self.profile, population=population)
                 columns, references = rule_columns(df, len(documents))
             c = self.combine(columns, info, references)
             return reward_rows(c, info, columns, config_hash=self.config_hash)

@@ -157,15 +157,28 @@ def score_rules(
 
 
 def score_documents(
-    documents: Sequence[dict[str, Any]], profile: DomainProfile | str = "generic"
+    documents: Sequence[dict[str, Any]],
+    profile: DomainProfile | str = "generic",
+    *,
+    population: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """:func:`score_rules` of trajectories given as JSON documents (see
     :meth:`~knowlyr.reward.steps.StepExtractor.scan_documents`): the same frame, with no
-    model built per trajectory or step."""
+    model built per trajectory or step.
+
+    Args:
+        documents: the batch.
+        profile: a DomainProfile or a built-in profile name.
+        population: ``task``, ``n_steps``, ``success`` of the trajectories whose lengths give
+            the batch medians of efficiency's reference length (None: the batch's own), so
+            that a large set scored batch by batch gets the numbers of one batch.
+    """
     profile = get_profile(profile)
     extractor = StepExtractor(profile)
     lengths = [len(d.get("steps") or ()) for d in documents]
-    return _score(documents, lengths, profile, extractor, extractor.scan_documents)
+    return _score(
+        documents, lengths, profile, extractor, extractor.scan_documents, population=population
+    )
 
 
 def _score(
@@ -174,6 +187,8 @@ def _score(
     profile: DomainProfile,
     extractor: StepExtractor,
     scan: Callable[[Sequence[Any]], Scan],
+    *,
+    population: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     import polars as pl
 
@@ -207,7 +222,8 @@ def _score(
             parts[i] = part.with_columns(pl.col("traj") + offset)
         offset += scan.per_traj.height
     per_traj = pl.concat([scan.per_traj for scan in scans])
-    return _with_efficiency(pl.concat(parts), _references(per_traj, profile.reference_steps))
+    references = _references(per_traj, profile.reference_steps, population)
+    return _with_efficiency(pl.concat(parts), references)
 
 
 #: Steps per chunk of :func:`score_rules`.
@@ -299,17 +315,21 @@ def _scattered(n: int, rows: pl.DataFrame, name: str) -> pl.Series:
     return out
 
 
-def _references(per_traj: pl.DataFrame, default: float | None = None) -> pl.Series:
+def _references(
+    per_traj: pl.DataFrame, default: float | None = None, population: pl.DataFrame | None = None
+) -> pl.Series:
     """Each trajectory's reference length: its own (``ref_steps``), else the median length of
     the batch's trajectories of its task when there are at least two (``task``, ``n_steps``;
     trajectories without steps do not count), of those that succeeded when any did
     (``success``): a failed run, one that wandered until a step limit or gave up at once,
-    says nothing about how long the task takes; else ``default`` (the profile's)."""
+    says nothing about how long the task takes; else ``default`` (the profile's). With a
+    ``population`` (``task``, ``n_steps``, ``success``) the medians are taken over it."""
     import polars as pl
 
     n_steps, won = pl.col("n_steps"), pl.col("success").fill_null(False)
     median = (
-        per_traj.filter(n_steps > 0)
+        (per_traj if population is None else population)
+        .filter(n_steps > 0)
         .group_by("task")
         .agg(_med=n_steps.filter(won).median().fill_null(n_steps.median()), _cnt=pl.len())
         .filter(pl.col("_cnt") >= 2)

@@ -23,6 +23,8 @@ from knowlyr._gc import paused
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import polars as pl
+
     from knowlyr.reward.calibration import CalibrationMap
     from knowlyr.reward.engine import RewardEngine, TrajectoryReward
     from knowlyr.reward.outcome_calibration import OutcomeCalibration, OutcomeCalibrationResult
@@ -45,19 +47,34 @@ class ScoreResult:
     """What :func:`score_unscored` wrote.
 
     Attributes:
-        rewards: the newly scored trajectories' rewards.
+        rows: the newly scored trajectories' rows of the ``rewards`` table, one frame per
+            domain.
         manifest: the ``rewards`` version written last (None: nothing new to score).
         config_hashes: the reward configs of every domain in the version, sorted.
     """
 
-    rewards: list[TrajectoryReward] = field(default_factory=list)
+    rows: list[pl.DataFrame] = field(default_factory=list)
     manifest: Manifest | None = None
     config_hashes: list[str] = field(default_factory=list)
 
     @property
+    def rewards(self) -> list[TrajectoryReward]:
+        """The newly scored trajectories' rewards, as objects (built from :attr:`rows`)."""
+        from knowlyr.reward.engine import TrajectoryReward
+
+        return [
+            TrajectoryReward.from_row(r) for frame in self.rows for r in frame.iter_rows(named=True)
+        ]
+
+    @property
+    def trajectory_ids(self) -> list[str]:
+        """The newly scored trajectories' ids."""
+        return [i for frame in self.rows for i in frame["trajectory_id"].to_list()]
+
+    @property
     def totals(self) -> list[float]:
         """The new rewards' totals (those that have one)."""
-        return [r.total for r in self.rewards if r.total is not None]
+        return [t for frame in self.rows for t in frame["total"].drop_nulls().to_list()]
 
 
 def engine_for(
@@ -130,7 +147,11 @@ def score_unscored(
 
     if n_shards < 1 or not 0 <= shard < n_shards:
         raise ValueError(f"shard must be in [0, n_shards={n_shards}), got {shard}")
-    frame = store.read("trajectories", version=trajectories_version, columns=["id", "domain"])
+    frame = store.read(
+        "trajectories",
+        version=trajectories_version,
+        columns=["id", "domain", "task_id", "n_steps", "success"],
+    )
     if n_shards > 1:
         frame = frame.filter(pl.col("id").hash() % n_shards == shard)
     engines = {
@@ -148,24 +169,52 @@ def score_unscored(
     done = set(zip(scored["trajectory_id"].to_list(), scored["config_hash"].to_list(), strict=True))
     out = ScoreResult(config_hashes=sorted({e.config_hash for e in engines.values()}))
     for domain, engine in engines.items():
-        ids = frame.filter(pl.col("domain") == domain)["id"].to_list()
-        todo = [i for i in ids if (i, engine.config_hash) not in done]
-        if todo:
-            out.manifest, batch = _score_and_save(store, engine, trajectories_version, todo)
-            out.rewards += batch
+        mine = frame.filter(pl.col("domain") == domain)
+        config = engine.config_hash
+        todo = mine.filter(pl.Series([(i, config) not in done for i in mine["id"].to_list()]))
+        if todo.height:
+            out.manifest, rows = _score_and_save(store, engine, trajectories_version, todo)
+            out.rows.append(rows)
     return out
 
 
+#: Trajectories decoded and scored at once when the rule layer scores stored documents.
+SCORE_BATCH = 4096
+
+
 def _score_and_save(
-    store: Store, engine: RewardEngine, version: int | None, ids: list[str]
-) -> tuple[Manifest, list[TrajectoryReward]]:
-    """Score ``ids`` at ``version`` and save the rewards. Without a judge this runs with the
-    cyclic GC paused, so the batch of trajectories is freed by refcounting before any
-    collection walks it (see knowlyr._gc); a judge waits on the network for long stretches,
-    with many short-lived async objects, so it runs with the GC on."""
-    with nullcontext() if engine.judge is not None else paused():
-        batch = engine.score(store.read_trajectories(version=version, ids=ids))
-        return engine.save(store, batch), batch
+    store: Store, engine: RewardEngine, version: int | None, todo: pl.DataFrame
+) -> tuple[Manifest, pl.DataFrame]:
+    """Score the trajectories ``todo`` names (``id``, ``task_id``, ``n_steps``, ``success``)
+    at ``version`` and save the rewards in one transaction.
+
+    The rule layer reads the stored JSON documents :data:`SCORE_BATCH` at a time, no model
+    built (memory: one batch), efficiency's batch medians taken over all of ``todo``, so the
+    numbers are those of one batch. The judge layer and an outcome calibration read models:
+    those run on one batch of models, with the cyclic GC on for a judge (it waits on the
+    network for long stretches, with many short-lived async objects) and paused otherwise
+    (see knowlyr._gc)."""
+    import orjson
+    import polars as pl
+
+    from knowlyr.reward.engine import rewards_frame
+
+    ids = todo["id"].to_list()
+    cal = engine.calibration
+    if engine.judge is not None or (cal is not None and cal.level == "outcome"):
+        with nullcontext() if engine.judge is not None else paused():
+            rows = rewards_frame(engine.score(store.read_trajectories(version=version, ids=ids)))
+        return engine.save(store, rows), rows
+    population = todo.select(task="task_id", n_steps="n_steps", success="success")
+    lf = store.scan("trajectories", version=version).filter(pl.col("id").is_in(ids))
+    parts = []
+    for chunk in lf.select("data").collect_batches(chunk_size=SCORE_BATCH):
+        with paused():
+            docs = [orjson.loads(d) for d in chunk.get_column("data").to_list()]
+            parts.append(engine.score_documents(docs, population=population))
+        del docs
+    rows = pl.concat(parts) if parts else engine.score_documents([])
+    return engine.save(store, rows), rows
 
 
 def preferences_from_store(

@@ -139,3 +139,28 @@ def test_segment_sums_round_like_python_sum():
     got = segment_sums(values, starts, lengths)
     want = [sum(values[s : s + n].tolist()) for s, n in zip(starts, lengths, strict=True)]
     assert got.tolist() == want
+
+
+def test_store_scoring_in_batches_gives_one_batch_numbers(tmp_path, monkeypatch):
+    """score_unscored reads the stored documents a few at a time; efficiency's medians still
+    come from every trajectory scored, so the rows are those of the models in one batch."""
+    import knowlyr.reward.store_io as store_io
+    from knowlyr.store import Store
+
+    trajs = [t.rehash() for t in make_corpus(60, seed=8) + _hostile(12, seed=9)]
+    for t in trajs:
+        t.task.domain = "coding"
+    store = Store.open(str(tmp_path / "s"))
+    store.add_trajectories(trajs)
+    monkeypatch.setattr(store_io, "SCORE_BATCH", 7)
+    res = store_io.score_unscored(store)
+    models = store.read_trajectories()
+    want = {
+        r["trajectory_id"]: r for r in _rows(rewards_frame(RewardEngine("coding").score(models)))
+    }
+    got = {r["trajectory_id"]: r for r in _rows(store.read("rewards"))}
+    assert len(got) == len(models) == len(set(t.id for t in trajs)) and got == want
+    assert sorted(res.trajectory_ids) == sorted(want)
+    assert sorted(r.trajectory_id for r in res.rewards) == sorted(want)
+    objects = {r.trajectory_id: r for r in RewardEngine("coding").score(models)}
+    assert {r.trajectory_id: r for r in res.rewards} == objects  # from_row inverts to_row
