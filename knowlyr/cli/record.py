@@ -135,7 +135,12 @@ def convert_cmd(
     counts: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
     reasons: list[str] = []
-    with open(output, "wb") as out, open(side, "wb") as rej, open(audit, "wb") as aud:
+    # 1 MB of buffer: a trajectory line (~15 KB) is copied into it, not written by itself
+    with (
+        open(output, "wb", buffering=1 << 20) as out,
+        open(side, "wb") as rej,
+        open(audit, "wb") as aud,
+    ):
         for r in _records(paths, fmt, policy, workers, encoded=True, skipped=skipped):
             counts["read"] += 1
             if isinstance(r, Encoded):

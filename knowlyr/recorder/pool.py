@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import stat
 import sys
 import threading
 import time
@@ -156,15 +157,22 @@ def _work_lines(
     return [(path, _pack(_iter_lines(adapter, path, lines, first_line, redact, writer)))]
 
 
-def _chunkable(p: Path) -> bool:
-    return _is_lines(p) and not _is_gz(p) and p.is_file() and p.stat().st_size > _CHUNK_BYTES
+def _chunkable(p: Path, size: int | None = None) -> bool:
+    """A big plain JSONL file (``size``: its size when a regular file, else None)."""
+    if not _is_lines(p) or _is_gz(p):
+        return False
+    if size is None:
+        size = _size(p)
+    return size is not None and size > _CHUNK_BYTES
 
 
-def _size(p: Path) -> int:
+def _size(p: Path) -> int | None:
+    """The size of a regular file; None for anything else (missing, a directory...)."""
     try:
-        return p.stat().st_size
+        st = os.stat(p)
     except OSError:
-        return 0
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 Unit = tuple[Callable[[Any], list[tuple[str, bytes]]], tuple]
@@ -177,7 +185,8 @@ def _units(
     batch: list[str] = []
     size = 0
     for p in files:
-        if _chunkable(p):
+        n = _size(p)  # one stat per file: the parent's walk is on the pool's critical path
+        if _chunkable(p, n):
             try:
                 a = get_adapter(fmt) if fmt else _sniff(_first_line_obj(p))
             except RecordError:
@@ -189,7 +198,7 @@ def _units(
                 yield from _slices(p, a.name, redact, writer)
                 continue
         batch.append(str(p))
-        size += _size(p)
+        size += n or 0
         if len(batch) >= per_batch or size >= _BATCH_BYTES:
             yield _work_files, (batch, fmt, redact, writer)
             batch, size = [], 0

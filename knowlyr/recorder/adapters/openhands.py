@@ -239,6 +239,10 @@ def _time(x: Any) -> datetime | None:
     return None if x is None else parse_time(x)
 
 
+# the keys of an event's extras that :func:`_declared` reads
+_DECLARING = frozenset({"model", "agent_class", "instance_id", "max_iterations"})
+
+
 def _declared(e: dict[str, Any], info: dict[str, Any]) -> None:
     """What an event declares about the run (the fields the original knowlyr recorder read):
     the model (``extras.model`` or the event's own ``model``; the last one wins, as there),
@@ -355,8 +359,9 @@ def convert_events(
     seen_user = False
     for e in flat:
         src = e.get("source")
-        if "extras" in e or "model" in e:
-            _declared(e, info)
+        x = e.get("extras")
+        if "model" in e or (type(x) is dict and not _DECLARING.isdisjoint(x)):
+            _declared(e, info)  # (an observation's extras seldom declare anything)
         if "action" in e:
             # type(...) is checks inline: this loop runs for every event of every log
             name = e.get("action")
@@ -505,7 +510,7 @@ def convert_events(
             if w is target:
                 del waiting[i]
                 break
-        extras = e.get("extras")
+        extras = x
         if type(extras) is not dict:
             extras = e if extras is None else _as_dict(extras)
         content = e.get("content", extras.get("content"))
