@@ -10,11 +10,10 @@ so lineage reaches the raw episodes.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from knowlyr._gc import paused
 from knowlyr.store.models import Manifest
 
 if TYPE_CHECKING:
@@ -65,7 +64,6 @@ def stage_trajectories(store: Store, trajectories: Sequence[Trajectory]) -> str:
     return store.put_blob(raw)
 
 
-@paused()  # every staged trajectory is decoded and kept: see knowlyr._gc
 def add_staged(
     store: Store, staged: Sequence[StagedBlob], *, stage: str = "collect"
 ) -> AddStagedResult:
@@ -74,6 +72,10 @@ def add_staged(
     Every trajectory's source becomes its blob and line (its path, if empty, the blob's
     ``source_path``). A line that is not a valid trajectory is kept as a blob and a row of
     the ``rejected`` table with the reason; the rest of the batch goes on.
+
+    The lines become table rows without trajectory models (validated by the model's own
+    schema, :mod:`knowlyr.store._documents`) and are streamed into the table blob by blob,
+    so memory holds one blob and one batch of rows, however many are staged.
 
     Args:
         store: the store holding the blobs.
@@ -85,31 +87,37 @@ def add_staged(
         >>> res.trajectories.new, len(res.rejected)  # doctest: +SKIP
         (12, 0)
     """
-    from knowlyr.trajectory import Trajectory
+    from knowlyr.store._documents import DocumentRow, document_row_of, validate_line
 
-    trajs: list[Trajectory] = []
     rejected: list[dict[str, object]] = []
-    for s in staged:
-        for line_no, line in enumerate(store.get_blob(s.blob).splitlines(), 1):
-            try:
-                t = Trajectory.model_validate_json(line)
-            except ValueError as e:  # a bad record is kept with its reason, the batch goes on
-                reason = f"invalid trajectory: {str(e).splitlines()[0][:300]}"
-                rejected.append(
-                    {"raw_blob": store.put_blob(line), "reason": reason, "line": line_no}
-                )
-                continue
-            t.source.blob, t.source.line = s.blob, line_no
-            t.source.path = t.source.path or s.source_path
-            trajs.append(t)
+    read = 0
+
+    def rows() -> Iterator[DocumentRow]:
+        nonlocal read
+        for s in staged:
+            for line_no, line in enumerate(store.get_blob(s.blob).splitlines(), 1):
+                try:
+                    doc = validate_line(line)
+                except ValueError as e:  # a bad record is kept with its reason, the batch goes on
+                    reason = f"invalid trajectory: {str(e).splitlines()[0][:300]}"
+                    rejected.append(
+                        {"raw_blob": store.put_blob(line), "reason": reason, "line": line_no}
+                    )
+                    continue
+                src = doc["source"]
+                src["blob"], src["line"] = s.blob, line_no
+                src["path"] = src["path"] or s.source_path
+                read += 1
+                yield document_row_of(doc)
+
     run_id = uuid.uuid4().hex  # the run's sightings of its trajectories name it
-    m = store.add_trajectories(trajs, run_id=run_id)
+    m = store.add_trajectories(rows(), run_id=run_id)
     if rejected:
         store.append("rejected", rejected)
     store.record_run(
         stage,
         outputs={"trajectories": m.version},
-        params={"raw_blobs": [s.blob for s in staged], "episodes": len(trajs)},
+        params={"raw_blobs": [s.blob for s in staged], "episodes": read},
         run_id=run_id,
     )
-    return AddStagedResult(trajectories=m, rejected=rejected, read=len(trajs))
+    return AddStagedResult(trajectories=m, rejected=rejected, read=read)
