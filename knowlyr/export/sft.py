@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
 from typing import Any
 
@@ -37,12 +37,11 @@ from knowlyr.export.common import (
     DEFAULT_SYSTEM_PROMPT,
     DatasetCard,
     ExportResult,
-    as_trajectories,
     normalized_step_weights,
     reward_stats,
     tool_schemas_from_calls,
-    trajectory_reward,
 )
+from knowlyr.export.documents import validate_document
 from knowlyr.export.sft_columns import (
     STEP_TEXT,
     STEP_TOOL,
@@ -97,11 +96,14 @@ def export_sft(
     max_steps_per_row: int | None = None,
     chunk_overlap: int = 1,
     step_weight_mix: float = 0.5,
+    validated: bool = False,
 ) -> ExportResult:
     """Export trajectories as an SFT ``datasets.Dataset`` of conversations with a tools column.
 
     Args:
-        trajectories: Trajectory objects (or their dicts).
+        trajectories: Trajectory objects or their JSON documents (any iterable: it is read
+            once, so a generator streams), which are validated as the model validates them
+            (:mod:`knowlyr.export.documents`) without building models.
         system_prompt: system message of every conversation (``None``: none).
         tools: OpenAI function schemas for the ``tools`` column; inferred from the calls
             (:func:`~knowlyr.export.common.infer_tool_schemas`) when ``None``.
@@ -114,6 +116,8 @@ def export_sft(
         chunk_overlap: steps of the previous chunk repeated as context (weight 0).
         step_weight_mix: how much the ``step_weights`` column follows the step rewards
             (see :func:`~knowlyr.export.common.normalized_step_weights`).
+        validated: the documents are validated already (the store's, or
+            :func:`~knowlyr.export.documents.validate_document`'s): not checked again.
 
     Returns:
         An :class:`ExportResult`; rejected trajectories are listed with the reason.
@@ -129,6 +133,7 @@ def export_sft(
             max_steps_per_row=max_steps_per_row,
             chunk_overlap=chunk_overlap,
             step_weight_mix=step_weight_mix,
+            validated=validated,
         )
 
 
@@ -143,6 +148,7 @@ def _export_sft(
     max_steps_per_row: int | None,
     chunk_overlap: int,
     step_weight_mix: float,
+    validated: bool,
 ) -> ExportResult:
     from datasets import Dataset
 
@@ -156,24 +162,24 @@ def _export_sft(
     rejected: list[tuple[str, str]] = []
     n_in = 0
     try:
-        for traj in as_trajectories(trajectories):
+        for td, task, outcome in _fields(trajectories, validated):
             n_in += 1
-            td = traj.__dict__
             tid = td["id"]
             given = float(rewards[tid]) if rewards is not None and tid in rewards else None
-            if not td["steps"]:
+            steps = td.get("steps")
+            if not steps:
                 rejected.append((tid, "no steps"))
                 continue
-            if only_success and not td["outcome"].success:
+            if only_success and not outcome.get("success"):
                 rejected.append((tid, "not successful"))
                 continue
             if min_reward is not None:
-                reward = trajectory_reward(traj) if given is None else given
+                reward = _reward(_step_rewards(steps), outcome) if given is None else given
                 if reward < min_reward:
                     rejected.append((tid, f"reward {reward:.4g} < min_reward {min_reward}"))
                     continue
-            kept_rewards.append(rows.add(traj, given))
-            kept_tasks.add(td["task"].task_id)
+            kept_rewards.append(rows.add(tid, task, outcome, steps, given))
+            kept_tasks.add(task["task_id"])
         rows.flush()
         if tools is None:
             tools = tool_schemas_from_calls(rows.all_tool_names, rows.all_params, rows.all_keys)
@@ -206,6 +212,42 @@ def _export_sft(
         },
     )
     return ExportResult(dataset=ds, card=card, rejected=rejected)
+
+
+def _fields(
+    items: Iterable[Trajectory | Mapping[str, Any]], validated: bool
+) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]]:
+    """Each trajectory's fields, task and outcome as mappings (a model's ``__dict__``, a
+    document's dicts): the exporter reads both alike. Dicts are validated as the model
+    validates them (:func:`~knowlyr.export.documents.validate_document`) unless
+    ``validated``."""
+    for i, t in enumerate(items):
+        if isinstance(t, Trajectory):
+            td = t.__dict__
+            yield td, td["task"].__dict__, td["outcome"].__dict__
+        elif isinstance(t, Mapping):
+            if not validated:
+                try:
+                    t = validate_document(t)
+                except Exception as e:
+                    raise ExportError(f"record {i} is not a valid trajectory: {e}") from e
+            yield t, t["task"], t.get("outcome") or {}
+        else:
+            raise ExportError(f"record {i} must be a Trajectory or a dict, got {type(t).__name__}")
+
+
+def _step_rewards(steps: list[Any]) -> list[float | None]:
+    return [(s if type(s) is dict else s.__dict__).get("reward") for s in steps]
+
+
+def _reward(step_rewards: list[float | None], outcome: Mapping[str, Any]) -> float:
+    """:func:`~knowlyr.export.common.trajectory_reward` of a trajectory's step rewards and
+    outcome: their sum when any step has one, else ``score``, else 1.0 for a success."""
+    if any(r is not None for r in step_rewards):
+        return float(sum(r or 0.0 for r in step_rewards))
+    if outcome.get("score") is not None:
+        return float(outcome["score"])
+    return 1.0 if outcome.get("success") else 0.0
 
 
 #: Rows per column batch. A finished batch is assembled in a worker thread (numpy and Arrow
@@ -250,10 +292,16 @@ class _Rows:
         # per row: steps [begin, end), trained from, and whether the last tool answer stays
         self.row_steps: list[tuple[int, int, int, bool]] = []
 
-    def add(self, traj: Trajectory, given_reward: float | None) -> float:
-        """Gather one kept trajectory; returns its reward."""
-        td = traj.__dict__
-        steps = td["steps"]
+    def add(
+        self,
+        tid: str,
+        task: Mapping[str, Any],
+        outcome: Mapping[str, Any],
+        steps: list[Any],
+        given_reward: float | None,
+    ) -> float:
+        """Gather one kept trajectory (its steps: models or step documents); returns its
+        reward."""
         n = len(steps)
         rewards = self.step_rewards
         g0 = len(rewards)
@@ -266,14 +314,14 @@ class _Rows:
         else:  # one row: the texts go straight into the batch, in message order
             if self.system_prompt is not None:
                 texts.append(self.system_prompt)
-            texts.append(td["task"].instruction)
+            texts.append(task["instruction"])
             text = out = texts.append
         tool, param, reward = self.tool_names.append, self.params.append, rewards.append
         infer, keys = self.infer_tools, self.all_keys.append
-        for s in steps:  # the hot loop: plain dict reads of the validated models
-            d = s.__dict__
-            a, o, m = d["action"], d["observation"], d["message"]
-            reward(d["reward"])
+        for s in steps:  # the hot loop: plain dict reads (of a model's __dict__ or a document)
+            d = s if type(s) is dict else s.__dict__
+            a, o, m = d.get("action"), d.get("observation"), d.get("message")
+            reward(d.get("reward"))
             content = d["thought"]
             if m is not None and (m or a is None):
                 content = f"{content}\n{m}" if content else m
@@ -283,7 +331,7 @@ class _Rows:
                 if chunked:
                     out(None)
                 continue
-            ad = a.__dict__
+            ad = a if type(a) is dict else a.__dict__
             tool(ad["tool"])
             p = ad["params"]
             param(p)
@@ -294,17 +342,17 @@ class _Rows:
                 if chunked:
                     out(None)
             else:
-                out(o.__dict__["output"])
-        traj_reward = self._weights(traj, rewards[g0:], given_reward)
-        tid, task_id, success = td["id"], td["task"].task_id, td["outcome"].success
+                out((o if type(o) is dict else o.__dict__)["output"])
+        traj_reward = self._weights(outcome, rewards[g0:], given_reward)
+        task_id, success = task["task_id"], outcome.get("success")
         if not chunked:
-            last = steps[-1].__dict__
-            if last["action"] is not None and last["observation"] is not None:
+            last = steps[-1] if type(steps[-1]) is dict else steps[-1].__dict__
+            if last.get("action") is not None and last.get("observation") is not None:
                 texts.pop()  # the last tool answer: nothing is learned from it
             self.row_steps.append((g0, g0, g0 + n, False))
             self.meta.append((tid, task_id, traj_reward, success, n, 0))
         else:
-            instruction = td["task"].instruction
+            instruction = task["instruction"]
             for c, (ctx, start, end) in enumerate(chunk_steps(n, self.max_steps, self.overlap)):
                 if self.system_prompt is not None:
                     texts.append(self.system_prompt)
@@ -320,7 +368,7 @@ class _Rows:
             self.flush()
         return traj_reward
 
-    def _weights(self, traj: Trajectory, rs: list[Any], given: float | None) -> float:
+    def _weights(self, outcome: Mapping[str, Any], rs: list[Any], given: float | None) -> float:
         """Record how the trajectory's step weights are computed; returns its reward.
 
         Equal to :func:`normalized_step_weights` and :func:`trajectory_reward`: when every step
@@ -331,7 +379,7 @@ class _Rows:
         if None in rs or not min(rs) >= 0.0:
             self.step_rewards[-n:] = normalized_step_weights(rs, mix=self.mix)
             self.traj_weights.append((n, _WEIGHTS_GIVEN, 1.0))
-            return trajectory_reward(traj) if given is None else given
+            return _reward(rs, outcome) if given is None else given
         total = sum(rs)  # the same float as trajectory_reward's sum
         if total <= 0:
             self.traj_weights.append((n, _WEIGHTS_UNIFORM, 1.0))
