@@ -121,12 +121,17 @@ def curriculum_order(dataset: Any) -> Any:
 
 class WeightedDataCollator(DataCollatorForLanguageModeling):
     """TRL's language-modeling collator that also spreads each row's ``step_weights`` over its
-    tokens (``loss_weights``, see :func:`spread_turn_weights`) and masks weight-0 turns."""
+    tokens (``loss_weights``, see :func:`spread_turn_weights`) and masks weight-0 turns.
+
+    A batch whose weights are all 1 gets no ``loss_weights``: the trainer then computes TRL's
+    own loss, which equals the weighted one, at TRL's cost."""
 
     def torch_call(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         if "step_weights" not in examples[0]:
             return super().torch_call(examples)
         turn_weights = [ex.pop("step_weights") for ex in examples]
+        if all(w == 1.0 for ws in turn_weights for w in ws):
+            return super().torch_call(examples)  # uniform: TRL's loss is the weighted loss
         lengths = [len(ex["input_ids"]) for ex in examples] if self.padding_free else None
         out = super().torch_call(examples)
         out["labels"], out["loss_weights"] = spread_turn_weights(
