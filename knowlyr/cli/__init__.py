@@ -28,8 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "serve": (
         "knowlyr.cli.serve",
-        "Serve CHECKPOINT over an OpenAI-compatible API and print the policy spec to collect "
-        "with.",
+        "Serve CHECKPOINT over an OpenAI-compatible API and print the policy spec to collect with.",
     ),
     "ingest": (
         "knowlyr.cli.store",
@@ -105,7 +104,6 @@ class LazyGroup(TyperGroup):
             suggest_commands=app.suggest_commands,
         )
         importlib.import_module(module).install(sub)
-        sub.callback()(_group_callback)  # a group even where the module adds one command
         for name, cmd in typer.main.get_group(sub).commands.items():
             self.commands.setdefault(name, cmd)
 
