@@ -19,9 +19,11 @@ append is then dedup-safe. Object stores keep delta-rs's MERGE (``DeltaTables._c
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -102,11 +104,47 @@ def write_files(
     """Write ``batches`` (all of ``schema``) as Parquet files under the table at ``uri``,
     pulling one batch at a time; nothing is committed. ``no_bounds`` names columns of long,
     unique values (a trajectory's JSON): no min / max in the file statistics, no dictionary
-    encoding."""
+    encoding.
+
+    The files are written by a second thread while this one makes the next batch (pyarrow
+    encodes and compresses without the GIL), at most :data:`_AHEAD` batches behind; an
+    error on either side stops both and is raised here."""
+    out = Written(uri, schema)
+    ahead: queue.Queue[Any] = queue.Queue(maxsize=_AHEAD)
+    failed: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            _write_all(out, iter(ahead.get, _END), frozenset(no_bounds))
+        except BaseException as e:  # handed to the producer, which raises it
+            failed.append(e)
+            while ahead.get() is not _END:  # drain, so that the producer never blocks
+                pass
+
+    worker = threading.Thread(target=consume, name="knowlyr-parquet-writer", daemon=True)
+    worker.start()
+    try:
+        for batch in batches:
+            if failed:
+                break
+            ahead.put(batch)
+    finally:
+        ahead.put(_END)
+        worker.join()
+    if failed:
+        raise failed[0]
+    return out
+
+
+_AHEAD = 2  # batches made ahead of the writer thread (memory: this many more batches)
+_END = object()
+
+
+def _write_all(out: Written, batches: Iterator[pa.RecordBatch], skip: frozenset[str]) -> None:
+    """:func:`write_files`' writer thread: the files, rolled at :data:`_FILE_BYTES`."""
     import pyarrow.parquet as pq
 
-    out = Written(uri, schema)
-    skip = frozenset(no_bounds)
+    uri, schema = out.uri, out.schema
     writer: pq.ParquetWriter | None = None
     name, stats, size = "", _Stats(schema, skip), 0
 
@@ -146,7 +184,6 @@ def write_files(
     finally:
         if writer is not None:  # the stream raised: leave no half-written file open
             writer.close()
-    return out
 
 
 def can_append(uri: str, schema: pa.Schema, storage_options: dict[str, str] | None = None) -> bool:

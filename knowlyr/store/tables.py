@@ -388,19 +388,24 @@ def trajectory_arrow(
 
 def rows_arrow(rows: list[tuple], *, now: datetime | None = None, sort: bool = True) -> pa.Table:
     """The ``trajectories`` table of :func:`trajectory_row` rows (sorted by task for
-    compression). ``data`` goes into Arrow as the bytes pydantic-core wrote (a str would be
-    re-encoded)."""
+    compression). ``data`` goes in as the bytes pydantic-core wrote (a str would be
+    re-encoded). Built through polars: pyarrow's conversion of Python lists imports pandas
+    on first use (0.3-1.5 s here), which a store add would pay."""
+    import polars as pl
     import pyarrow as pa
 
     now = now or datetime.now(UTC)
-    cols = list(zip(*rows, strict=True)) if rows else [()] * len(TRAJECTORY_ROW)
-    s, i32, f64, b = pa.string(), pa.int32(), pa.float64(), pa.bool_()
-    types = (s, s, s, s, s, s, i32, b, f64, s, s, s, pa.large_string())
-    data = {
-        name: pa.array(col, t) for name, col, t in zip(TRAJECTORY_ROW, cols, types, strict=True)
+    schema = {  # data: the JSON bytes, cast to text below
+        c: pl.Binary() if c == "data" else polars_type(TRAJECTORY_COLUMNS[c])
+        for c in TRAJECTORY_ROW
     }
-    data["created_at"] = pa.array([now] * len(rows), pa.timestamp("us", tz="UTC"))
-    table = pa.table({c: data[c] for c in TRAJECTORY_COLUMNS})
+    frame = pl.DataFrame(rows, schema=schema, orient="row")
+    frame = frame.with_columns(
+        pl.col("data").cast(pl.String), pl.lit(now, pl.Datetime("us", "UTC")).alias("created_at")
+    )
     if sort and len(rows) > 1:
-        table = table.sort_by([("task_id", "ascending"), ("id", "ascending")])
-    return table
+        frame = frame.sort("task_id", "id")
+    table = frame.select(list(TRAJECTORY_COLUMNS)).to_arrow()
+    s, ts = pa.string(), pa.timestamp("us", tz="UTC")
+    types = (s,) * 6 + (pa.int32(), pa.bool_(), pa.float64()) + (s,) * 3 + (ts, pa.large_string())
+    return table.cast(pa.schema(list(zip(TRAJECTORY_COLUMNS, types, strict=True))))
