@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -68,6 +69,37 @@ def _load_trajectories(inputs: list[Path], store: str | None) -> list:
     if not out:
         raise _usage("INPUT", "no trajectories: pass JSONL files or --store")
     return out
+
+
+def _documents(inputs: list[Path], store: str | None) -> Iterator[dict]:
+    """The trajectories of JSONL files (validated as the model validates them, no model
+    built: :mod:`knowlyr.export.documents`) and of a store (stored documents, validated when
+    they were written), one at a time: an export streams them."""
+    import orjson
+
+    from knowlyr.export.documents import validate_document
+
+    for path in inputs:
+        if not path.is_file():
+            why = "is not a file" if path.exists() else "does not exist"
+            raise _usage("INPUT", f"{path} {why}; pass JSONL files of trajectories")
+    for path in inputs:
+        with path.open("rb") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        yield validate_document(orjson.loads(line))
+                    except Exception as e:
+                        raise _usage(
+                            "INPUT",
+                            f"{path}:{n}: not a trajectory ({_first_error(e)}); pass JSONL "
+                            "files of trajectories (`knowlyr record convert` writes them)",
+                        ) from e
+    if store is not None:
+        lf = _store(store).scan("trajectories").select("data")
+        for chunk in lf.collect_batches(chunk_size=2000):
+            for data in chunk.get_column("data").to_list():
+                yield orjson.loads(data)
 
 
 def _first_error(e: Exception) -> str:
@@ -145,21 +177,25 @@ def export_sft_cmd(
     """Multi-turn SFT conversations with a tools column (TRL SFTTrainer format)."""
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_sft
 
-    trajs = _load_trajectories(inputs or [], store)
-    result = export_sft(
-        trajs,
-        system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
-        only_success=not include_failed,
-        min_reward=min_reward,
-        max_steps_per_row=max_steps_per_row,
-        chunk_overlap=chunk_overlap,
-    )
+    with paused():  # no cycles are built: see knowlyr._gc
+        result = export_sft(
+            _documents(inputs or [], store),
+            system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
+            only_success=not include_failed,
+            min_reward=min_reward,
+            max_steps_per_row=max_steps_per_row,
+            chunk_overlap=chunk_overlap,
+            validated=True,
+        )
+    n_in = result.card.params["input_trajectories"]
+    if not n_in:
+        raise _usage("INPUT", "no trajectories: pass JSONL files or --store")
     _finish(
         result,
         output,
         to_store,
         name,
-        given=f"{len(trajs)} trajectories",
+        given=f"{n_in} trajectories",
         hint="no trajectory passed the filters (reasons above)"
         + ("" if include_failed else "; --include-failed keeps unsuccessful ones")
         + ("" if min_reward is None else "; lower --min-reward"),

@@ -61,7 +61,10 @@ def _plain(schema: Any) -> Any:
         factory = schema["default_factory"]
         if isinstance(factory, type) and issubclass(factory, BaseModel):
             out = {k: v for k, v in schema.items() if k != "default_factory"}
-            out["default_factory"] = lambda: factory().model_dump()
+            default = factory().model_dump()
+            if not all(isinstance(v, str | int | float | bool | None) for v in default.values()):
+                raise TypeError(f"cannot derive a document schema: {factory.__name__} default")
+            out["default_factory"] = default.copy  # a fresh dict of scalars each time
             out["schema"] = _plain(schema["schema"])
             return out
     if kind == "default" and isinstance(schema.get("default"), BaseModel):

@@ -1,0 +1,65 @@
+"""`knowlyr export sft FILE` streams validated documents: the folder it writes holds what
+export_sft of the models gives, and a bad line anywhere stops it with nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+from typer.testing import CliRunner
+
+from knowlyr.cli import app
+from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_sft
+from knowlyr.store import Store
+from knowlyr.train.run import load_dataset_dir
+from knowlyr.trajectory import Trajectory
+from tests.export.test_documents import _nan
+from tests.export.test_sft_columns import generated_corpus
+
+runner = CliRunner()
+
+
+def _jsonl(path, trajs) -> None:
+    path.write_bytes(b"".join(t.to_json() + b"\n" for t in trajs))
+
+
+def test_file_export_is_the_model_export(tmp_path):
+    trajs = generated_corpus(5, n=50)
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, trajs)
+    out = tmp_path / "out"
+    r = runner.invoke(app, ["export", "sft", str(src), "-o", str(out), "--include-failed"])
+    assert r.exit_code == 0, r.output
+    models = [Trajectory.from_json(line) for line in src.read_bytes().splitlines()]
+    want = export_sft(models, system_prompt=DEFAULT_SYSTEM_PROMPT, only_success=False)
+    assert _nan(load_dataset_dir(out).to_list()) == _nan(want.dataset.to_list())
+    assert json.loads((out / "card.json").read_text()) == json.loads(
+        json.dumps(want.card.to_dict(), default=str)
+    )
+
+
+def test_store_input_is_the_stored_trajectories(tmp_path):
+    trajs = generated_corpus(6, n=30)
+    store = Store.open(str(tmp_path / "s"))
+    store.add_trajectories(trajs)
+    out = tmp_path / "out"
+    r = runner.invoke(app, ["export", "sft", "--store", store.url, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    models = store.read_trajectories()
+    want = export_sft(models, system_prompt=DEFAULT_SYSTEM_PROMPT)
+    assert _nan(load_dataset_dir(out).to_list()) == _nan(want.dataset.to_list())
+
+
+def test_a_bad_line_after_good_ones_names_it_and_writes_nothing(tmp_path):
+    trajs = generated_corpus(7, n=20)
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, trajs)
+    good = src.read_bytes()
+    bad = orjson.loads(trajs[0].to_json())
+    bad["steps"][0]["observation"] = {"exit_code": "boom"}
+    src.write_bytes(good + b"\n" + orjson.dumps(bad) + b"\n{not json\n")
+    out = tmp_path / "out"
+    r = runner.invoke(app, ["export", "sft", str(src), "-o", str(out), "--include-failed"])
+    assert r.exit_code == 2
+    assert f"in.jsonl:{len(trajs) + 2}: not a trajectory (steps.0.observation.exit_code" in r.output
+    assert not out.exists()
