@@ -12,7 +12,14 @@ per trajectory keyed on its hash, existence check + INSERT + COMMIT per row (def
 journal/synchronous settings), measured on a subset because it is slow. Trajectory
 construction is not timed for either side; serialisation and writing are.
 
+``--memory 5000,20000`` measures peak memory instead: for each N, a trajectories JSONL file
+of N lines is added to a fresh store by a fresh process, as a list of N models (every line
+validated into a Trajectory first, then one ``add_trajectories``: what a caller holding its
+trajectories does) and streamed (``add_trajectories`` over a generator that validates line by
+line: the add writes its one commit batch by batch). Peak RSS is the process's own.
+
 Run:  .venv/bin/python bench/store_bench.py [--n 100000] [--batch 10000] [--baseline-n 5000]
+      .venv/bin/python bench/store_bench.py --memory 5000,20000
 """
 
 from __future__ import annotations
@@ -192,13 +199,82 @@ def bench_sqlite(wl: Workload, path: str, n: int) -> dict[str, float]:
     }
 
 
+def _memory_child(mode: str, path: str, root: str) -> None:
+    """One add of ``path`` (trajectory JSONL) into a fresh store at ``root``; prints JSON."""
+    import json
+    import resource
+
+    import deltalake  # noqa: F401  (imports outside the timings)
+    import polars  # noqa: F401
+    import pyarrow  # noqa: F401
+
+    store = Store.open(root)
+    t0, c0 = time.perf_counter(), time.process_time()
+    with open(path, "rb") as f:
+        if mode == "list":
+            trajs = [Trajectory.model_validate_json(line) for line in f]
+        else:
+            trajs = (Trajectory.model_validate_json(line) for line in f)
+        m = store.add_trajectories(trajs)
+    out = {
+        "new": m.new,
+        "wall": time.perf_counter() - t0,
+        "cpu": time.process_time() - c0,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    print(json.dumps(out))
+
+
+def bench_memory(wl: Workload, work: str, sizes: list[int]) -> None:
+    import json
+    import subprocess
+
+    print(f"{'N':>8}{'mode':>8}{'traj/s':>10}{'traj/CPU-s':>12}{'peak RSS':>11}")
+    for n in sizes:
+        path = os.path.join(work, f"trajectories-{n}.jsonl")
+        with open(path, "wb") as f:
+            for k in range(0, n, 1000):
+                for t in wl.chunk(k, min(1000, n - k)):
+                    f.write(t.to_json() + b"\n")
+        for mode in ("list", "stream"):
+            root = os.path.join(work, f"store-{mode}-{n}")
+            argv = [sys.executable, __file__, "--memory-child", mode, path, root]
+            r = json.loads(subprocess.run(argv, check=True, capture_output=True).stdout)
+            assert r["new"] == n, r
+            print(
+                f"{n:>8,}{mode:>8}{n / r['wall']:>10,.0f}{n / r['cpu']:>12,.0f}"
+                f"{r['rss_mb']:>8,.0f} MB",
+                flush=True,
+            )
+            shutil.rmtree(root, ignore_errors=True)
+        os.unlink(path)
+    print("(the trajectories are validated from JSON inside the timing in both modes)")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--memory-child"]:
+        _memory_child(*sys.argv[2:5])
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--batch", type=int, default=10_000)
     ap.add_argument("--baseline-n", type=int, default=5_000)
     ap.add_argument("--dir", default=None, help="Work directory (default: a temp dir, removed).")
+    ap.add_argument(
+        "--memory",
+        default=None,
+        help="Comma-separated sizes: peak memory of list vs streamed adds.",
+    )
     a = ap.parse_args()
+    if a.memory:
+        work = a.dir or tempfile.mkdtemp(prefix="knowlyr-store-bench-")
+        os.makedirs(work, exist_ok=True)
+        try:
+            bench_memory(Workload(), work, [int(x) for x in a.memory.split(",")])
+        finally:
+            if a.dir is None:
+                shutil.rmtree(work, ignore_errors=True)
+        return
     if a.n % a.batch:
         sys.exit(f"--n must be a multiple of --batch, got {a.n} and {a.batch}")
     work = a.dir or tempfile.mkdtemp(prefix="knowlyr-store-bench-")
