@@ -12,6 +12,7 @@ Usable without any orchestrator: the Prefect export task is a thin wrapper aroun
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -174,26 +175,30 @@ def export_from_store(
     if since_version is not None and since_version >= 0:
         before = store.read("trajectories", version=since_version, columns=["id"])["id"]
         where &= ~pl.col("id").is_in(before.implode())
-    trajs = store.read_trajectories(version=trajectories_version, filter=where)
-    # The table's physical row order depends on how concurrent writers' commits interleaved;
-    # the dataset must not (row order changes what a model learns from it): content-hash order.
-    trajs.sort(key=lambda t: t.id)
     rows = store.read("rewards", filter=pl.col("config_hash").is_in(hashes))
     by_id = {
         i: t for i, t in zip(rows["trajectory_id"], rows["total"], strict=True) if t is not None
     }
-    if kind == "sft":
+    # The table's physical row order depends on how concurrent writers' commits interleaved;
+    # the dataset must not (row order changes what a model learns from it): content-hash order.
+    if kind == "sft":  # the stored JSON documents, no models (see knowlyr.export.documents)
         result = export_sft(
-            trajs,
+            _documents(store, trajectories_version, where),
             system_prompt=system_prompt,
             rewards=by_id,
             only_success=only_success,
             min_reward=min_reward,
+            validated=True,
         )
-    elif kind == "dpo":
-        result = export_dpo(trajs, system_prompt=system_prompt, rewards=by_id)
+        n_in = result.card.params["input_trajectories"]
     else:
-        result = export_grpo(trajs, system_prompt=system_prompt, rewards=by_id)
+        trajs = store.read_trajectories(version=trajectories_version, filter=where)
+        trajs.sort(key=lambda t: t.id)
+        n_in = len(trajs)
+        if kind == "dpo":
+            result = export_dpo(trajs, system_prompt=system_prompt, rewards=by_id)
+        else:
+            result = export_grpo(trajs, system_prompt=system_prompt, rewards=by_id)
     version = trajectories_version
     if version is None:
         version = store.version("trajectories") or 0
@@ -225,8 +230,19 @@ def export_from_store(
             params=params,
         )
     return StoreExport(
-        name=name, result=result, manifest=manifest, n_in=len(trajs), reward_config_hashes=hashes
+        name=name, result=result, manifest=manifest, n_in=n_in, reward_config_hashes=hashes
     )
+
+
+def _documents(store: Store, version: int | None, where: pl.Expr) -> Iterator[dict[str, Any]]:
+    """The JSON documents of the trajectories at ``version`` that ``where`` keeps, in
+    content-hash order, decoded a batch at a time."""
+    import orjson
+
+    frame = store.scan("trajectories", version=version).filter(where).select("id", "data")
+    data = frame.sort("id").collect().get_column("data")
+    for i in range(0, len(data), 2000):
+        yield from map(orjson.loads, data.slice(i, 2000).to_list())
 
 
 def load_dataset(store: Store, name: str, *, version: int | None = None) -> datasets.Dataset:

@@ -63,3 +63,25 @@ def test_a_bad_line_after_good_ones_names_it_and_writes_nothing(tmp_path):
     assert r.exit_code == 2
     assert f"in.jsonl:{len(trajs) + 2}: not a trajectory (steps.0.observation.exit_code" in r.output
     assert not out.exists()
+
+
+def test_export_from_store_reads_documents_into_the_model_dataset(tmp_path):
+    from knowlyr.export.store_io import export_from_store
+    from knowlyr.reward.store_io import score_unscored
+
+    store = Store.open(str(tmp_path / "s"))
+    store.add_trajectories(generated_corpus(8, n=40))
+    hashes = score_unscored(store).config_hashes
+    out = export_from_store(
+        store, trajectories_version=None, reward_config_hashes=hashes, split=None,
+        only_success=False, min_reward=0.2, record=False,
+    )  # fmt: skip
+    rows = store.read("rewards")
+    by_id = dict(zip(rows["trajectory_id"], rows["total"], strict=True))
+    models = sorted(store.read_trajectories(), key=lambda t: t.id)
+    want = export_sft(models, system_prompt=DEFAULT_SYSTEM_PROMPT, rewards=by_id,
+                      only_success=False, min_reward=0.2)  # fmt: skip
+    assert out.n_in == 40 and out.rows == len(want) > 0
+    assert _nan(out.result.dataset.to_list()) == _nan(want.dataset.to_list())
+    assert out.result.card.to_dict() == want.card.to_dict()
+    assert out.result.rejected == want.rejected
