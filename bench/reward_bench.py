@@ -11,10 +11,16 @@ We time (1) the vectorised rules on the flat step table (:func:`rule_scores`), (
 extraction of that table from Trajectory objects (:func:`step_table`), and the figure the
 budget names, the whole layer from Trajectory objects as ``RewardEngine`` runs it in
 rule-only mode (:func:`score_rules`, which pipelines (2) and (1) chunk by chunk over two
-threads), ``--repeat`` times interleaved (medians printed, wall and CPU time of all threads),
-against a per-step pure-Python loop computing the same four rules the way the original did
-(one step at a time, Python sets and regexes), timed on ``--baseline-steps`` steps (100k by
-default). Budget: <= 2 us/step over 1M steps; original baseline: 26.4 us/step.
+threads) and ``RewardEngine("coding").score`` (the rules and the combination into step rewards
+and totals), ``--repeat`` times interleaved (medians printed, wall and CPU time of all threads).
+The baseline is the original itself: knowlyr-reward 0.1.2 (its ``check_*`` rule functions, and
+its ``RewardEngine.score_batch`` with the rule layer only) in its own venv
+(``.bench/anchor-venv``, which ``bench/anchor_bench.py`` creates), on the same trajectories
+(``--baseline-steps`` of them, 100k by default), in a separate process, timed between our runs.
+An earlier version of this bench compared against a pure-Python re-implementation of our rules
+written to look like the original; it was 5x slower than the original really is (133 vs
+22-27 us/step), so its ratio overstated the gain: it is gone. Budget: <= 2 us/step over 1M
+steps; original: 26.4 us/step (TARGETS.md).
 
 Judge: ``LLMJudge`` with the official Anthropic and OpenAI SDKs against the local
 :class:`knowlyr.reward.testing.JudgeServer` answering every call after 200 ms, at
@@ -25,12 +31,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
-import re
 import statistics
 import string
+import subprocess
 import sys
+import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -38,14 +46,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from knowlyr.core import get_profile
-from knowlyr.reward.actions import REGION, REPLACE, UNDO, action_facets
-from knowlyr.reward.rules import (
-    TOKEN_PATTERN,
-    reference_steps,
-    rule_scores,
-    score_rules,
-    step_table,
-)
+from knowlyr.reward.engine import RewardEngine
+from knowlyr.reward.rules import rule_scores, score_rules, step_table
 from knowlyr.trajectory import Observation, Step, TaskInfo, ToolCall, Trajectory
 
 
@@ -87,69 +89,53 @@ def make_trajectories(n_steps: int, *, seed: int = 0, steps_per_traj: int = 20) 
     return out
 
 
-_TOKEN = re.compile(TOKEN_PATTERN)
+ORIGINAL_PYTHON = Path(__file__).resolve().parents[1] / ".bench" / "anchor-venv" / "bin" / "python"
+
+#: Run in the original's venv: its rule functions and rule-only engine on the dicts of a JSONL
+#: file (the shape its pipeline hands the engine); prints the seconds of each as JSON.
+_ORIGINAL_SCRIPT = """
+import json, sys, time
+from agentreward.config import RewardConfig
+from agentreward.reward import RewardEngine
+from agentreward.rules import check_efficiency, check_info_utilization, check_redundancy, check_regression
+from knowlyrcore.domain import get_domain_profile
+dicts = [json.loads(line) for line in open(sys.argv[1])]
+profile = get_domain_profile("coding")
+engine = RewardEngine(RewardConfig(rule_weight=1.0, model_weight=0.0), profile=profile)
+engine.score_batch(dicts[:10])
+c0, t0 = time.process_time(), time.perf_counter()
+for d in dicts:
+    s = d["steps"]
+    check_redundancy(s, profile); check_regression(s, profile); check_info_utilization(s, profile)
+    check_efficiency(s, len(s))
+c1, t1 = time.process_time(), time.perf_counter()
+engine.score_batch(dicts)
+c2, t2 = time.process_time(), time.perf_counter()
+print(json.dumps({"rules": [t1 - t0, c1 - c0], "engine": [t2 - t1, c2 - c1]}))
+"""
 
 
-def baseline_rules(
-    trajectories: list[Trajectory], profile
-) -> list[tuple[float, float, float | None, float | None]]:
-    """The same four rules, one step at a time in pure Python (how the original computed them)."""
-    lengths: dict[str, list[int]] = {}
-    for t in trajectories:
-        lengths.setdefault(t.task.task_id, []).append(len(t.steps))
-    medians = {}
-    for k, v in lengths.items():
-        if len(v) >= 2:
-            s = sorted(v)
-            m = len(s) // 2
-            medians[k] = s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2
-    out = []
-    for t in trajectories:
-        ref = reference_steps(t.task) or medians.get(t.task.task_id)
-        seen: dict[str, int] = {}  # signature -> state counter after it
-        xcount = wcount = 0
-        wfile: dict[str, int] = {}
-        applied: set[tuple] = set()
-        regions: dict[tuple, list] = {}
-        revealed: set[str] = set()
-        open_file = None
-        for i, s in enumerate(t.steps):
-            a = s.action
-            f = action_facets(profile, a.tool, a.params, open_file)
-            if f.category == "read" and f.target:
-                open_file = f.target
-            ok = s.observation is None or s.observation.exit_code in (None, 0)
-            sig = repr((f.tool, a.tool, sorted(a.params.items()), f.target))
-            before = xcount + (
-                wfile.get(f.target, 0) if f.category == "read" and f.target else wcount
-            )
-            red = 0.0 if seen.get(sig) == before else 1.0
-            is_w = f.category == "write" and ok
-            is_x = f.category == "execute"
-            seen[sig] = before + int(is_w) + int(is_x)
-            reg = 1.0
-            if is_w and f.edit_kind == REPLACE:
-                if (f.target, f.new, f.old) in applied:
-                    reg = 0.0
-                applied.add((f.target, f.old, f.new))
-            elif is_w and f.edit_kind == REGION:
-                hist = regions.setdefault((f.target, f.old), [])
-                if hist and hist[-1] != f.new and f.new in hist:
-                    reg = 0.0
-                hist.append(f.new)
-            elif is_w and f.edit_kind == UNDO:
-                reg = 0.0
-            toks = set(_TOKEN.findall(" ".join(str(v) for v in a.params.values())))
-            info = (1.0 if toks & revealed else 0.0) if toks and revealed else None
-            eff = None if ref is None else (1.0 if i + 1 <= ref else ref / (i + 1))
-            out.append((red, reg, info, eff))
-            xcount += is_x
-            wcount += is_w
-            if is_w and f.target:
-                wfile[f.target] = wfile.get(f.target, 0) + 1
-            if s.observation is not None:
-                revealed.update(_TOKEN.findall(s.observation.output))
-    return out
+def original_input(trajectories: list[Trajectory], path: Path) -> None:
+    """The trajectories as the dicts the original's pipeline hands its reward engine."""
+    with path.open("w", encoding="utf-8") as f:
+        for t in trajectories:
+            steps = [
+                {"tool": s.action.tool, "params": s.action.params,
+                 "output": s.observation.output if s.observation else ""}
+                for s in t.steps if s.action is not None
+            ]  # fmt: skip
+            outcome = {"success": bool(t.outcome.success), "tests_passed": 0, "tests_total": 0}
+            f.write(json.dumps({"task": t.task.instruction, "steps": steps, "outcome": outcome}))
+            f.write("\n")
+
+
+def run_original(path: Path) -> dict[str, tuple[float, float]]:
+    """(wall, CPU) seconds of the original's rules and engine on the dicts in ``path``."""
+    out = subprocess.run(
+        [str(ORIGINAL_PYTHON), "-c", _ORIGINAL_SCRIPT, str(path)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return {k: tuple(v) for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
 
 
 def _timed(fn):
@@ -165,11 +151,21 @@ def bench_rules(n_steps: int, baseline_steps: int, repeat: int) -> None:
     trajs = make_trajectories(n_steps)
     n = sum(len(t.steps) for t in trajs)
     print(f"built {len(trajs):,} trajectories ({n:,} steps) in {time.perf_counter() - t0:.1f} s")
-    score_rules(trajs[:500], profile)  # warm-up: imports, regex compilation, thread pools
+    engine = RewardEngine(profile)
+    engine.score(trajs[:500])  # warm-up: imports, regex compilation, thread pools
+    base = trajs[: max(1, baseline_steps // 20)]
+    nb = sum(len(t.steps) for t in base)
+    have_original = ORIGINAL_PYTHON.exists()
+    tmp = tempfile.TemporaryDirectory()
+    if have_original:
+        original_input(base, Path(tmp.name) / "original.jsonl")
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"load average before timing: {load} on {os.cpu_count()} CPUs; {repeat} runs each")
-    runs: dict[str, list[tuple[float, float]]] = {"table": [], "rules": [], "layer": []}
-    for _ in range(repeat):  # interleaved, so that load changes hit all three alike
+    runs: dict[str, list[tuple[float, float]]] = {
+        k: [] for k in ("table", "rules", "layer", "engine", "small rules", "small engine",
+                        "original rules", "original engine")
+    }  # fmt: skip
+    for _ in range(repeat):  # interleaved, so that load changes hit all alike
         table, w, c = _timed(partial(step_table, trajs, profile))
         runs["table"].append((w, c))
         scores, w, c = _timed(partial(rule_scores, table))
@@ -177,42 +173,56 @@ def bench_rules(n_steps: int, baseline_steps: int, repeat: int) -> None:
         layer, w, c = _timed(partial(score_rules, trajs, profile))
         runs["layer"].append((w, c))
         assert layer.equals(scores), "score_rules and rule_scores(step_table) disagree"
-    base = trajs[: max(1, baseline_steps // 20)]
-    nb = sum(len(t.steps) for t in base)
-    ref, w_base, c_base = _timed(lambda: baseline_rules(base, profile))
-    ours_small = score_rules(base, profile)
-    columns = ("non_redundancy", "non_regression", "info_utilization", "efficiency")
-    agree = sum(
-        1
-        for r, row in zip(ref, ours_small.select(columns).iter_rows(), strict=True)
-        if tuple(r) == row
-    )
+        _, w, c = _timed(partial(engine.score, trajs))
+        runs["engine"].append((w, c))
+        if have_original:  # the original on the baseline slice, and ours on the same slice
+            orig = run_original(Path(tmp.name) / "original.jsonl")
+            runs["original rules"].append(orig["rules"])
+            runs["original engine"].append(orig["engine"])
+            _, w, c = _timed(partial(score_rules, base, profile))
+            runs["small rules"].append((w, c))
+            _, w, c = _timed(partial(engine.score, base))
+            runs["small engine"].append((w, c))
+    tmp.cleanup()
 
-    def med(key: str, i: int) -> float:
-        return statistics.median(x[i] for x in runs[key]) / n * 1e6
+    def med(key: str, i: int, steps: int = n) -> float:
+        return statistics.median(x[i] for x in runs[key]) / steps * 1e6
 
-    print(f"{'median of the runs':34}{'wall us/step':>14}{'CPU us/step':>14}")
+    print(f"{'median of the runs':40}{'wall us/step':>14}{'CPU us/step':>14}")
     for label, key in (
         ("rules on the step table (1)", "rules"),
         ("step-table extraction (2)", "table"),
         ("(1)+(2), one after the other", None),
         ("whole rule layer: score_rules", "layer"),
+        ("RewardEngine.score (rules + totals)", "engine"),
     ):
         if key is None:
             w, c = med("rules", 0) + med("table", 0), med("rules", 1) + med("table", 1)
         else:
             w, c = med(key, 0), med(key, 1)
-        print(f"{label:34}{w:14.2f}{c:14.2f}")
-    wb, cb = w_base / nb * 1e6, c_base / nb * 1e6
-    print(f"{'pure-Python per-step baseline':34}{wb:14.2f}{cb:14.2f}   over {nb:,} steps")
+        print(f"{label:40}{w:14.2f}{c:14.2f}")
+    if have_original:
+        print(f"on the first {nb:,} steps, beside the original (knowlyr-reward 0.1.2):")
+        for ours, orig, label in (
+            ("small rules", "original rules", "rules alone"),
+            ("small engine", "original engine", "reward engine, rule layer"),
+        ):
+            ow, oc, bw, bc = med(ours, 0, nb), med(ours, 1, nb), med(orig, 0, nb), med(orig, 1, nb)
+            print(
+                f"  {label:26} ours {ow:6.2f} us/step (CPU {oc:6.2f}), original {bw:6.2f} "
+                f"(CPU {bc:6.2f}): ours {bw / ow:4.1f}x faster (CPU {bc / oc:4.1f}x)"
+            )
+    else:
+        print(
+            f"no baseline: the original is not installed at {ORIGINAL_PYTHON} "
+            "(python bench/anchor_bench.py --stages score-rules --quick creates it)"
+        )
     w, c = med("layer", 0), med("layer", 1)
-    print(f"ratio baseline / whole layer   : wall {wb / w:5.1f}x  CPU {cb / c:5.1f}x")
     verdict = lambda x: "MET" if x <= 2.0 else "MISSED"  # noqa: E731
     print(
         f"budget <= 2 us/step over {n:,} steps (original 26.4): whole layer wall {w:.2f} "
         f"{verdict(w)}, CPU {c:.2f} {verdict(c)}"
     )
-    print(f"baseline and score_rules agree on all four rubrics for {agree:,}/{nb:,} steps")
 
 
 async def _judge_run(kind: str, url: str, concurrency: int, n_calls: int) -> float:
