@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -39,7 +40,8 @@ def _records(
     skipped: list[Path] | None = None,
 ):
     """iter_records (iter_encoded with ``encoded``) with a rich progress bar over files when a
-    directory is given; files a walk skips for their suffix are added to ``skipped``."""
+    directory is given and stderr is a terminal; files a walk skips for their suffix are added
+    to ``skipped``."""
     from knowlyr.errors import UnknownFormatError
     from knowlyr.recorder import iter_encoded, iter_files, iter_records
 
@@ -56,6 +58,9 @@ def _records(
     on_skip = skipped.append if skipped is not None else None
     if not any(p.is_dir() for p in paths):
         yield from each(paths, format=fmt, redact=redact, workers=workers)
+        return
+    if not sys.stderr.isatty():  # no one to show a bar to (and rich costs ~0.2 s to import)
+        yield from each(paths, format=fmt, redact=redact, workers=workers, on_skip=on_skip)
         return
     from rich.progress import (
         BarColumn,
