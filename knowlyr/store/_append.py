@@ -136,7 +136,7 @@ def write_files(
     return out
 
 
-_AHEAD = 2  # batches made ahead of the writer thread (memory: this many more batches)
+_AHEAD = 1  # batches made ahead of the writer thread (memory: this many more batches)
 _END = object()
 
 

@@ -36,7 +36,6 @@ import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from knowlyr._gc import paused
@@ -312,20 +311,24 @@ class Store(DeltaTables):
             else:
 
                 def batches() -> Iterator[pa.RecordBatch]:
-                    taken = set()
-                    while chunk := list(islice(items, _STREAM_ROWS)):
-                        rows = []
-                        for t in chunk:
-                            i = _id_of(t)
-                            ids.append(i)
-                            if sightings:
-                                _sight(seen, t, i)
-                            if i not in known and i not in taken:
-                                taken.add(i)
-                                new_keys.append(i)
-                                rows.append(_row_of(t))
-                        if rows:
-                            yield from rows_arrow(rows).to_batches()
+                    # item by item: a model is serialised and dropped at once, so memory
+                    # holds rows (their JSON), _STREAM_ROWS of them, not models
+                    taken: set[str] = set()
+                    rows: list[tuple] = []
+                    for t in items:
+                        i = _id_of(t)
+                        ids.append(i)
+                        if sightings:
+                            _sight(seen, t, i)
+                        if i not in known and i not in taken:
+                            taken.add(i)
+                            new_keys.append(i)
+                            rows.append(_row_of(t))
+                            if len(rows) == _STREAM_ROWS:
+                                yield from rows_arrow(rows).to_batches()
+                                rows = []
+                    if rows:
+                        yield from rows_arrow(rows).to_batches()
 
                 written = _append.write_files(uri, schema, batches(), no_bounds=("data",))
                 m = self._committed(written, base, ids, new_keys)
