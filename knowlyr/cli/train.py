@@ -130,7 +130,8 @@ def _finish(
             ValueError(f"the {card.kind} export of {given} has no rows, nothing written: {hint}")
         )
     target = _store(to_store) if to_store else None  # before anything is written
-    result.save(output)
+    if hasattr(result, "save"):  # not written yet (save_sft writes as it goes)
+        result.save(output)
     typer.echo(f"{card.kind}: {card.rows} rows from {card.trajectories} trajectories -> {output}")
     for why, n in card.rejected.items():
         typer.echo(f"  rejected {n}: {why}")
@@ -175,18 +176,20 @@ def export_sft_cmd(
     name: str | None = _NAME,
 ) -> None:
     """Multi-turn SFT conversations with a tools column (TRL SFTTrainer format)."""
-    from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_sft
+    from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_sft, save_sft
 
+    kw = {
+        "system_prompt": system_prompt or DEFAULT_SYSTEM_PROMPT,
+        "only_success": not include_failed,
+        "min_reward": min_reward,
+        "max_steps_per_row": max_steps_per_row,
+        "chunk_overlap": chunk_overlap,
+        "validated": True,
+    }
+    docs = _documents(inputs or [], store)
     with paused():  # no cycles are built: see knowlyr._gc
-        result = export_sft(
-            _documents(inputs or [], store),
-            system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
-            only_success=not include_failed,
-            min_reward=min_reward,
-            max_steps_per_row=max_steps_per_row,
-            chunk_overlap=chunk_overlap,
-            validated=True,
-        )
+        # streamed into the folder, unless the rows also go to a store (from the dataset)
+        result = export_sft(docs, **kw) if to_store else save_sft(docs, output, **kw)
     n_in = result.card.params["input_trajectories"]
     if not n_in:
         raise _usage("INPUT", "no trajectories: pass JSONL files or --store")

@@ -8,7 +8,9 @@
 - :func:`split_by_task`: train / test by task id (no task in two splits).
 
 Each returns an :class:`ExportResult` (``.dataset``, ``.card``, ``.rejected``, ``.save()``,
-``.to_store()``). The conversation format is owned by :mod:`knowlyr.agents.action_format`.
+``.to_store()``). :func:`save_sft` streams an SFT export straight into the folder
+``.save()`` writes (memory: one batch). The conversation format is owned by
+:mod:`knowlyr.agents.action_format`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from knowlyr.export.common import (
     step_weights,
     trajectory_reward,
 )
+from knowlyr.export.folder import SavedExport, save_sft
 from knowlyr.export.grpo import export_grpo, group_advantages, step_advantages
 from knowlyr.export.preference import export_dpo, pairs_from_trajectories
 from knowlyr.export.sft import chunk_steps, export_sft
@@ -31,6 +34,7 @@ __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "DatasetCard",
     "ExportResult",
+    "SavedExport",
     "chunk_steps",
     "export_benchmark",
     "export_dpo",
@@ -40,6 +44,7 @@ __all__ = [
     "infer_tool_schemas",
     "normalized_step_weights",
     "pairs_from_trajectories",
+    "save_sft",
     "split_by_task",
     "step_advantages",
     "step_weights",

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
@@ -137,7 +138,34 @@ def export_sft(
         )
 
 
-def _export_sft(
+def _export_sft(trajectories: Iterable[Trajectory | Mapping[str, Any]], **kw: Any) -> ExportResult:
+    from datasets import Dataset
+
+    g = _gather(trajectories, **kw)
+    try:
+        table = g.rows.table(g.tools_json)
+    finally:
+        g.rows.close()
+    ds = Dataset(table, fingerprint=g.fingerprint())
+    return ExportResult(dataset=ds, card=g.card, rejected=g.rejected)
+
+
+@dataclass
+class _Gathered:
+    """The rows of an export (gathered, batches in the worker or spilled), its card and
+    rejections."""
+
+    rows: _Rows
+    tools_json: list[bytes]
+    system_prompt: str | None
+    card: DatasetCard
+    rejected: list[tuple[str, str]]
+
+    def fingerprint(self) -> str:
+        return _fingerprint(self.rows.row_ids, self.system_prompt, self.tools_json)
+
+
+def _gather(
     trajectories: Iterable[Trajectory | Mapping[str, Any]],
     *,
     system_prompt: str | None,
@@ -149,14 +177,16 @@ def _export_sft(
     chunk_overlap: int,
     step_weight_mix: float,
     validated: bool,
-) -> ExportResult:
-    from datasets import Dataset
-
+    spill: str | None = None,
+) -> _Gathered:
+    """Read every trajectory once, filter, gather its rows; the caller closes ``rows``."""
     if not 0.0 <= step_weight_mix <= 1.0:
         raise ExportError(f"step weight mix must be in [0, 1], got {step_weight_mix}")
     if max_steps_per_row is not None:
         chunk_steps(1, max_steps_per_row, chunk_overlap)  # validates both
-    rows = _Rows(system_prompt, max_steps_per_row, chunk_overlap, step_weight_mix, tools is None)
+    rows = _Rows(
+        system_prompt, max_steps_per_row, chunk_overlap, step_weight_mix, tools is None, spill
+    )
     kept_rewards: list[float] = []
     kept_tasks: set[str] = set()
     rejected: list[tuple[str, str]] = []
@@ -182,20 +212,17 @@ def _export_sft(
             kept_tasks.add(task["task_id"])
         rows.flush()
         if tools is None:
-            tools = tool_schemas_from_calls(rows.all_tool_names, rows.all_params, rows.all_keys)
-        tools_json = [orjson.dumps(t) for t in tools]
-        table = rows.table(tools_json)
-    finally:
+            tools = rows.tool_schemas()
+    except BaseException:
         rows.close()
-    ids = table.column("trajectory_id").to_pylist()
-    ds = Dataset(table, fingerprint=_fingerprint(ids, system_prompt, tools_json))
+        raise
     reasons: dict[str, int] = {}
     for _, why in rejected:
         key = why.split(" ")[0] if why.startswith("reward") else why
         reasons[key] = reasons.get(key, 0) + 1
     card = DatasetCard(
         kind="sft",
-        rows=len(ds),
+        rows=rows.n_rows,
         trajectories=len(kept_rewards),
         tasks=len(kept_tasks),
         rejected=reasons,
@@ -211,7 +238,8 @@ def _export_sft(
             "system_prompt": system_prompt,
         },
     )
-    return ExportResult(dataset=ds, card=card, rejected=rejected)
+    tools_json = [orjson.dumps(t) for t in tools]
+    return _Gathered(rows, tools_json, system_prompt, card, rejected)
 
 
 def _fields(
@@ -268,16 +296,19 @@ class _Rows:
         overlap: int,
         mix: float,
         infer_tools: bool,
+        spill: str | None = None,
     ) -> None:
         self.system_prompt = system_prompt or None
         self.max_steps, self.overlap, self.mix = max_steps, overlap, mix
-        self.infer_tools = infer_tools  # keep every call's tool, params and keys
-        self.all_tool_names: list[str] = []
-        self.all_params: list[dict[str, Any]] = []
-        self.all_keys: list[tuple[str, ...]] = []
-        self.meta: list[tuple[Any, ...]] = []  # per row: trajectory_id, then _META_COLUMNS
+        self.infer_tools = infer_tools  # keep each call shape's first parameters
+        # (tool, parameter names) -> the first call's params, in order of first appearance:
+        # the tool schemas of all calls are those of these (tool_schemas_from_calls)
+        self.shapes: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
         self.n_rows = 0  # handed to the worker
-        self.batches: list[Any] = []  # futures (or results) of _assemble_batch
+        self.row_ids: list[str] = []  # every row's trajectory id (the dataset's fingerprint)
+        self.batches: list[Any] = []  # futures of _assemble_batch (its record batches)
+        self.spill = spill  # an Arrow stream file the worker writes the batches to
+        self._spill_writer: Any = None
         self._pool: Any = None
         self._switching: Any = None  # fine_gil_switching while the worker runs
         self._reset()
@@ -291,6 +322,8 @@ class _Rows:
         self.traj_weights: list[tuple[int, int, float]] = []  # (steps, _WEIGHTS_*, mean)
         # per row: steps [begin, end), trained from, and whether the last tool answer stays
         self.row_steps: list[tuple[int, int, int, bool]] = []
+        self.keys: list[tuple[str, ...]] = []  # per call: its parameter names (infer_tools)
+        self.meta: list[tuple[Any, ...]] = []  # per row: trajectory_id, then _META_COLUMNS
 
     def add(
         self,
@@ -317,7 +350,7 @@ class _Rows:
             texts.append(task["instruction"])
             text = out = texts.append
         tool, param, reward = self.tool_names.append, self.params.append, rewards.append
-        infer, keys = self.infer_tools, self.all_keys.append
+        infer, keys = self.infer_tools, self.keys.append
         for s in steps:  # the hot loop: plain dict reads (of a model's __dict__ or a document)
             d = s if type(s) is dict else s.__dict__
             a, o, m = d.get("action"), d.get("observation"), d.get("message")
@@ -351,6 +384,7 @@ class _Rows:
                 texts.pop()  # the last tool answer: nothing is learned from it
             self.row_steps.append((g0, g0, g0 + n, False))
             self.meta.append((tid, task_id, traj_reward, success, n, 0))
+            self.row_ids.append(tid)
         else:
             instruction = task["instruction"]
             for c, (ctx, start, end) in enumerate(chunk_steps(n, self.max_steps, self.overlap)):
@@ -364,6 +398,7 @@ class _Rows:
                         texts.append(output)
                 self.row_steps.append((g0 + ctx, g0 + start, g0 + end, end < n))
                 self.meta.append((tid, task_id, traj_reward, success, end - start, c))
+                self.row_ids.append(tid)
         if len(self.row_steps) >= _BATCH_ROWS:
             self.flush()
         return traj_reward
@@ -401,55 +436,103 @@ class _Rows:
             self.step_rewards,
             self.traj_weights,
             self.row_steps,
+            self.meta,
             self.system_prompt is not None,
             self.mix,
         )
         self.n_rows += len(self.row_steps)
         if self.infer_tools:
-            self.all_tool_names += self.tool_names
-            self.all_params += self.params
+            shape = self.shapes.setdefault
+            for call in zip(self.tool_names, self.keys, self.params, strict=True):
+                shape(call[:2], call[2])
         self._reset()
         if self._pool is None:
             self._switching = fine_gil_switching(1e-4)
             self._switching.__enter__()
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="knowlyr-export-sft")
-        self.batches.append(self._pool.submit(_assemble_batch, *job))
+        self.batches.append(self._pool.submit(self._assemble, job))
+
+    def _assemble(self, job: tuple) -> list[Any]:
+        """The record batches of a job (worker thread); written to the spill file if any."""
+        import pyarrow as pa
+
+        batches = _assemble_batch(*job)
+        if self.spill is None:
+            return batches
+        if self._spill_writer is None:
+            self._spill_writer = pa.ipc.new_stream(self.spill, _schema(tools=False))
+        for b in batches:
+            self._spill_writer.write_batch(b)
+        return []
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The schemas inferred from every call gathered (after the last :meth:`flush`)."""
+        shapes = self.shapes
+        return tool_schemas_from_calls(
+            [t for t, _ in shapes], list(shapes.values()), [k for _, k in shapes]
+        )
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
             self._switching.__exit__(None, None, None)
+        if self._spill_writer is not None:
+            self._spill_writer.close()
+            self._spill_writer = None
+
+    def record_batches(self, tools_json: list[bytes]) -> Iterator[Any]:
+        """The export's record batches, with the ``tools`` column (after the last
+        :meth:`flush`; waits for the worker, then reads the spill file back one at a time)."""
+        import pyarrow as pa
+
+        for b in self.batches:
+            b.result()  # raises the worker's error, if any
+        if self._spill_writer is not None:
+            self._spill_writer.close()
+            self._spill_writer = None
+        if self.spill is not None:
+            with pa.OSFile(self.spill) as f:  # read, not mapped: one batch in memory at a time
+                reader = pa.ipc.open_stream(f) if f.size() else None
+                batches = reader or ()
+                yield from (_with_tools(b, tools_json) for b in batches)
+            return
+        for b in self.batches:
+            for batch in b.result():
+                yield _with_tools(batch, tools_json)
 
     def table(self, tools_json: list[bytes]) -> Any:
         """The export's Arrow table (after the last :meth:`flush`; waits for the batches)."""
-        import numpy as np
         import pyarrow as pa
 
-        messages, weights = [], []
-        for b in self.batches:
-            m, w = b.result()
-            messages += m
-            weights.append(w)
-        n, k = self.n_rows, len(tools_json)
-        tool_values = json_list_array([tools_json]).values
-        tools = pa.ListArray.from_arrays(
-            pa.array(np.arange(n + 1, dtype=np.int32) * k),
-            tool_values.take(pa.array(np.tile(np.arange(k), n))),
-        )
-        ids, *meta = [list(map(itemgetter(i), self.meta)) for i in range(len(_META_COLUMNS) + 1)]
-        return pa.table(
-            {
-                "messages": pa.chunked_array(messages, type=pa.list_(pa.json_())),
-                "tools": tools,
-                "trajectory_id": pa.array(ids, pa.string()),
-                **{
-                    name: pa.array(values, typ)
-                    for (name, typ), values in zip(_META_COLUMNS.items(), meta, strict=True)
-                },
-                "step_weights": pa.chunked_array(weights, type=pa.list_(pa.float64())),
-            }
-        )
+        return pa.Table.from_batches(list(self.record_batches(tools_json)), schema=_schema())
+
+
+def _schema(*, tools: bool = True) -> Any:
+    """The Arrow schema of an SFT export (without ``tools``: the worker's batches)."""
+    import pyarrow as pa
+
+    fields = [("messages", pa.list_(pa.json_()))]
+    if tools:
+        fields.append(("tools", pa.list_(pa.json_())))
+    fields += [("trajectory_id", pa.string())]
+    fields += [(name, pa.type_for_alias(typ)) for name, typ in _META_COLUMNS.items()]
+    fields += [("step_weights", pa.list_(pa.float64()))]
+    return pa.schema(fields)
+
+
+def _with_tools(batch: Any, tools_json: list[bytes]) -> Any:
+    """``batch`` with the ``tools`` column (the same schemas on every row) as its second."""
+    import numpy as np
+    import pyarrow as pa
+
+    n, k = batch.num_rows, len(tools_json)
+    tool_values = json_list_array([tools_json]).values
+    tools = pa.ListArray.from_arrays(
+        pa.array(np.arange(n + 1, dtype=np.int32) * k),
+        tool_values.take(pa.array(np.tile(np.arange(k), n))),
+    )
+    return batch.add_column(1, pa.field("tools", pa.list_(pa.json_())), tools)
 
 
 _META_COLUMNS = {
@@ -469,11 +552,14 @@ def _assemble_batch(
     step_rewards: list[Any],
     traj_weights: list[tuple[int, int, float]],
     row_steps: list[tuple[int, int, int, bool]],
+    meta: list[tuple[Any, ...]],
     system_prompt: bool,
     mix: float,
-) -> tuple[list[Any], Any]:
-    """The ``messages`` chunks and the ``step_weights`` array of one batch (worker thread)."""
+) -> list[Any]:
+    """The record batches of one batch of rows, all columns but ``tools`` (worker thread):
+    one, or more when the messages were split for size."""
     import numpy as np
+    import pyarrow as pa
 
     rs = np.asarray(row_steps, dtype=np.int64)
     kinds = np.full(len(step_rewards), STEP_TOOL, dtype=np.int8)
@@ -498,7 +584,17 @@ def _assemble_batch(
         (1.0 - mix) + mix * values / np.repeat(tw[:, 2], n),
         np.where(mode == _WEIGHTS_UNIFORM, 1.0, values),
     )
-    return messages, _row_values(w, rs)
+    weights = _row_values(w, rs)
+    schema = _schema(tools=False)
+    columns = [pa.array(list(map(itemgetter(i), meta)), schema.field(i + 1).type)
+               for i in range(len(_META_COLUMNS) + 1)]  # fmt: skip
+    out, at = [], 0
+    for chunk in messages:
+        k = len(chunk)
+        cols = [chunk, *(c.slice(at, k) for c in columns), weights.slice(at, k)]
+        out.append(pa.RecordBatch.from_arrays(cols, schema=schema))
+        at += k
+    return out
 
 
 def _row_values(w: Any, rs: Any) -> Any:
