@@ -98,3 +98,14 @@ def test_a_mistyped_command_still_gets_a_suggestion():
     r = runner.invoke(app, ["reawrd"], env=ENV)
     assert r.exit_code == 2
     assert "Did you mean 'reward'" in r.output
+
+
+def test_python_dash_m_knowlyr_is_the_knowlyr_command():
+    out = subprocess.run(
+        [sys.executable, "-m", "knowlyr", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **ENV},
+    )
+    assert out.stdout == _modules_after(["--help"])[0]
