@@ -19,7 +19,7 @@ from tests.export.test_sft_columns import generated_corpus
     "kw", [{}, {"only_success": False, "max_steps_per_row": 2}, {"system_prompt": None}], ids=str
 )
 def test_the_streamed_folder_is_the_saved_folder(tmp_path, monkeypatch, kw):
-    monkeypatch.setattr(sft_module, "_BATCH_ROWS", 7)  # many batches through the spill file
+    monkeypatch.setattr(sft_module, "_SPILL_BATCH_ROWS", 7)  # many batches through the spill
     trajs = generated_corpus(11, n=60)
     want = export_sft(trajs, **kw)
     want.save(tmp_path / "saved")
