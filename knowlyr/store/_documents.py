@@ -6,10 +6,10 @@ model is a typed dict. Fields, types, coercions, defaults, extra-field rules and
 the model's; only the result is plain dicts instead of ~80 model instances per 20-step
 trajectory (validating a line costs ~1/3 of ``Trajectory.model_validate_json`` here). So a
 trajectory JSON line becomes the row ``trajectory_row(Trajectory.model_validate_json(line))``
-gives, byte for byte, and a bad line raises a ``ValidationError`` with the same errors at the
-same places (one wording differs: where a model's field gets no object, the error type is
-``dict_type``, not ``model_type``); ``tests/store/test_documents.py`` checks both on the
-fixtures and on hostile lines.
+gives, byte for byte, and a bad line raises the model's own ``ValidationError`` (the line is
+validated by the model once more to say why); ``tests/store/test_documents.py`` checks both on
+the fixtures and on hostile lines. (``knowlyr.export.documents`` derives the same schema for
+the export; the store cannot import from the export layer.)
 
 The model's one validator (``id`` filled with the content hash when empty) is applied here
 with :func:`knowlyr.trajectory.document_id`, the function the recorder's documents use.
@@ -109,7 +109,13 @@ def validate_line(line: bytes | str) -> dict[str, Any]:
     Raises:
         pydantic.ValidationError: what the model raises for the same line.
     """
-    doc = _codec()[0].validate_json(line)
+    from pydantic import ValidationError
+
+    try:
+        doc = _codec()[0].validate_json(line)
+    except ValidationError:
+        Trajectory.model_validate_json(line)  # the model's own error, word for word
+        raise
     if not doc["id"]:
         task = doc["task"]
         doc["id"] = document_id(task["task_id"], task["instruction"], doc["steps"])

@@ -35,10 +35,7 @@ def fixture_docs() -> list[dict]:
 
 
 def _error(e: ValidationError) -> tuple:
-    """What a rejection keeps (the first line: count and title) and where each error is;
-    a model field given no object is ``model_type`` there, ``dict_type`` here."""
-    where = [(x["loc"], x["type"].replace("model_type", "dict_type")) for x in e.errors()]
-    return (str(e).splitlines()[0], where)
+    return (str(e),)
 
 
 def _model_path(line: bytes) -> tuple:
@@ -121,7 +118,7 @@ def test_every_line_gives_the_model_paths_row_or_error(fixture_docs) -> None:
     for line in lines:
         want, got = _model_path(line), _document_path(line)
         assert got == want, line[:200]
-        if len(want) > 2:
+        if len(want) > 1:
             ok += 1
         else:
             bad += 1
