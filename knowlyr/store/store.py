@@ -213,9 +213,10 @@ class Store(DeltaTables):
         the raw log bytes it was recorded from; they are stored as blobs (verified) first.
 
         ``trajs`` may be any iterable: on a local store an iterator is consumed as it is
-        written, ``_STREAM_ROWS`` items at a time, so memory stays bounded however many it
-        yields (the knowlyr ingest streams the recorder's records this way); the table lock
-        is held meanwhile. A list is written the same way, sorted by task first.
+        written (each item serialised as it comes, ``_STREAM_ROWS`` rows per Parquet batch),
+        so memory stays bounded however many it yields (the knowlyr ingest streams the
+        recorder's records this way); the table lock is held meanwhile. A list is written the
+        same way, sorted by task first.
 
         Every item, new or duplicate, is also a row of the ``sightings`` table: its agent,
         its source and ``run_id``, so a duplicate from another agent or run keeps its
@@ -276,10 +277,11 @@ class Store(DeltaTables):
     def _stream_trajectories(
         self, items: Iterator[Trajectory | Encoded], *, run_id: str | None, sightings: bool = True
     ) -> Manifest:
-        """:meth:`add_trajectories` on a local store: ``items`` are pulled ``_STREAM_ROWS`` at
-        a time under the table lock, their new rows written as Parquet as they come
-        (:mod:`knowlyr.store._append`) and committed as one version; the sightings of every
-        item follow as one commit (unless ``sightings`` is False: the caller adds them)."""
+        """:meth:`add_trajectories` on a local store: ``items`` are pulled one by one under the
+        table lock, each new one's row made at once (the item is not kept), and the rows
+        written as Parquet ``_STREAM_ROWS`` at a time (:mod:`knowlyr.store._append`), then
+        committed as one version; the sightings of every item follow as one commit (unless
+        ``sightings`` is False: the caller adds them)."""
         from knowlyr.store import _append
 
         table = "trajectories"
