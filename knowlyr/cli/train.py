@@ -97,7 +97,7 @@ def _documents(inputs: list[Path], store: str | None) -> Iterator[dict]:
                         ) from e
     if store is not None:
         lf = _store(store).scan("trajectories").select("data")
-        for chunk in lf.collect_batches(chunk_size=2000):
+        for chunk in lf.collect_batches(chunk_size=256):
             for data in chunk.get_column("data").to_list():
                 yield orjson.loads(data)
 

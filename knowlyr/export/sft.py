@@ -454,6 +454,8 @@ class _Rows:
             self._switching = fine_gil_switching(1e-4)
             self._switching.__enter__()
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="knowlyr-export-sft")
+        if len(self.batches) >= 2:  # at most two batches waiting: memory stays bounded
+            self.batches[-2].result()
         self.batches.append(self._pool.submit(self._assemble, job))
 
     def _assemble(self, job: tuple) -> list[Any]:
