@@ -64,9 +64,10 @@ def render(rows: list[dict[str, Any]], header: list[str]) -> str:
         o, u, unit = s["original"], s["ours"], s["unit"]
         per_round = ", ".join(f"{x:.2f}" for x in s["ratios"])
         budget = "—" if s["budget"] is None else f"≥{s['budget']:g}×"
+        n = f"{s['n']:,}" if s["items_name"] else "—"
         verdict = "" if s["budget"] is None else (" ✓" if s["ratio"] >= s["budget"] else " ✗")
         lines.append(
-            f"| {s['stage']} | {s['n']:,} | {_spread(o['values'], unit)} "
+            f"| {s['stage']} | {n} | {_spread(o['values'], unit)} "
             f"| {_spread(u['values'], unit)} | {per_round} | **{s['ratio']:.2f}×**{verdict} "
             f"| {budget} | {statistics.median(o['rss_mb']):,.0f} / "
             f"{statistics.median(u['rss_mb']):,.0f} | {statistics.median(o['cpu_s']):.2f} / "

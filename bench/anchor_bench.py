@@ -49,6 +49,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -587,6 +588,19 @@ def main(argv: list[str] | None = None) -> None:
             + ". Other work slows both sides; the ratios of a round are fairer than its times."
         )
     text = render(rows, header)
+    loads = []
+    for job in ("reward", "store"):
+        if ("ours", job) in jobs:
+            o, u = (
+                statistics.median(r[(side, job)].out["sections"]["load"] for r in rounds)
+                for side in ("original", "ours")
+            )
+            loads.append(f"{job} original {o:.1f} s, ours {u:.1f} s")
+    if loads:
+        text += (
+            "\nReading the trajectory JSONL into each side's models before the timed part (not "
+            "in the ratios): " + "; ".join(loads) + " (medians)."
+        )
     if "store-bytes" in names:
         whole = [r[("ours", "store")].out["store_bytes"] / sizes["store_n"] for r in rounds]
         text += (
