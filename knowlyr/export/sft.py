@@ -445,10 +445,13 @@ class _Rows:
             self.mix,
         )
         self.n_rows += len(self.row_steps)
-        if self.infer_tools:
-            shape = self.shapes.setdefault
-            for call in zip(self.tool_names, self.keys, self.params, strict=True):
-                shape(call[:2], call[2])
+        if self.infer_tools:  # each new shape's first parameters (dict work in C, per call)
+            shapes = list(zip(self.tool_names, self.keys, strict=True))
+            first = dict(zip(reversed(shapes), reversed(self.params), strict=True))
+            known = self.shapes
+            for shape in dict.fromkeys(shapes):  # in order of first appearance
+                if shape not in known:
+                    known[shape] = first[shape]
         self._reset()
         if self._pool is None:
             self._switching = fine_gil_switching(1e-4)
