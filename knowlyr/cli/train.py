@@ -73,11 +73,11 @@ def _load_trajectories(inputs: list[Path], store: str | None) -> list:
 
 def _documents(inputs: list[Path], store: str | None) -> Iterator[dict]:
     """The trajectories of JSONL files (validated as the model validates them, no model
-    built: :mod:`knowlyr.export.documents`) and of a store (stored documents, validated when
+    built: :func:`knowlyr.store._documents.validate_document`) and of a store (stored documents, validated when
     they were written), one at a time: an export streams them."""
     import orjson
 
-    from knowlyr.export.documents import validate_document
+    from knowlyr.store._documents import validate_document
 
     for path in inputs:
         if not path.is_file():

@@ -42,13 +42,13 @@ from knowlyr.export.common import (
     reward_stats,
     tool_schemas_from_calls,
 )
-from knowlyr.export.documents import validate_document
 from knowlyr.export.sft_columns import (
     STEP_TEXT,
     STEP_TOOL,
     STEP_TOOL_NO_OBSERVATION,
     message_column,
 )
+from knowlyr.store._documents import validate_document
 from knowlyr.trajectory import Trajectory
 
 __all__ = ["chunk_steps", "export_sft", "json_list_array"]
@@ -104,7 +104,7 @@ def export_sft(
     Args:
         trajectories: Trajectory objects or their JSON documents (any iterable: it is read
             once, so a generator streams), which are validated as the model validates them
-            (:mod:`knowlyr.export.documents`) without building models.
+            (:func:`knowlyr.store._documents.validate_document`) without building models.
         system_prompt: system message of every conversation (``None``: none).
         tools: OpenAI function schemas for the ``tools`` column; inferred from the calls
             (:func:`~knowlyr.export.common.infer_tool_schemas`) when ``None``.
@@ -118,7 +118,7 @@ def export_sft(
         step_weight_mix: how much the ``step_weights`` column follows the step rewards
             (see :func:`~knowlyr.export.common.normalized_step_weights`).
         validated: the documents are validated already (the store's, or
-            :func:`~knowlyr.export.documents.validate_document`'s): not checked again.
+            :func:`~knowlyr.store._documents.validate_document`'s): not checked again.
 
     Returns:
         An :class:`ExportResult`; rejected trajectories are listed with the reason.
@@ -247,7 +247,7 @@ def _fields(
 ) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]]:
     """Each trajectory's fields, task and outcome as mappings (a model's ``__dict__``, a
     document's dicts): the exporter reads both alike. Dicts are validated as the model
-    validates them (:func:`~knowlyr.export.documents.validate_document`) unless
+    validates them (:func:`~knowlyr.store._documents.validate_document`) unless
     ``validated``."""
     for i, t in enumerate(items):
         if isinstance(t, Trajectory):

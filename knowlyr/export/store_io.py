@@ -181,7 +181,7 @@ def export_from_store(
     }
     # The table's physical row order depends on how concurrent writers' commits interleaved;
     # the dataset must not (row order changes what a model learns from it): content-hash order.
-    if kind == "sft":  # the stored JSON documents, no models (see knowlyr.export.documents)
+    if kind == "sft":  # the stored JSON documents, no models (see knowlyr.store._documents)
         result = export_sft(
             _documents(store, trajectories_version, where),
             system_prompt=system_prompt,

@@ -8,8 +8,8 @@ trajectory (validating a line costs ~1/3 of ``Trajectory.model_validate_json`` h
 trajectory JSON line becomes the row ``trajectory_row(Trajectory.model_validate_json(line))``
 gives, byte for byte, and a bad line raises the model's own ``ValidationError`` (the line is
 validated by the model once more to say why); ``tests/store/test_documents.py`` checks both on
-the fixtures and on hostile lines. (``knowlyr.export.documents`` derives the same schema for
-the export; the store cannot import from the export layer.)
+the fixtures and on hostile lines. :func:`validate_document` does the same for a JSON value
+already parsed (the export's documents: ``tests/export/test_documents.py``).
 
 The model's one validator (``id`` filled with the content hash when empty) is applied here
 with :func:`knowlyr.trajectory.document_id`, the function the recorder's documents use.
@@ -23,7 +23,7 @@ from typing import Any
 
 from knowlyr.trajectory import Trajectory, document_id
 
-__all__ = ["DocumentRow", "document_row_of", "validate_line"]
+__all__ = ["DocumentRow", "document_row_of", "validate_document", "validate_line"]
 
 
 @dataclass(slots=True)
@@ -115,6 +115,27 @@ def validate_line(line: bytes | str) -> dict[str, Any]:
         doc = _codec()[0].validate_json(line)
     except ValidationError:
         Trajectory.model_validate_json(line)  # the model's own error, word for word
+        raise
+    if not doc["id"]:
+        task = doc["task"]
+        doc["id"] = document_id(task["task_id"], task["instruction"], doc["steps"])
+    return doc
+
+
+def validate_document(obj: Any) -> dict[str, Any]:
+    """:func:`validate_line` of a JSON value already parsed (``orjson.loads``), as
+    ``Trajectory.model_validate`` reads it: ``Trajectory.model_validate(obj).model_dump()``,
+    without the models.
+
+    Raises:
+        pydantic.ValidationError: what the model raises for the same value.
+    """
+    from pydantic import ValidationError
+
+    try:
+        doc = _codec()[0].validate_python(obj)
+    except ValidationError:
+        Trajectory.model_validate(obj)  # the model's own error, word for word
         raise
     if not doc["id"]:
         task = doc["task"]

@@ -1,5 +1,5 @@
 """The document path of the export: JSON documents validated as the model validates them
-(knowlyr.export.documents) and exported to the very dataset, card and rejections that the
+(knowlyr.store._documents.validate_document) and exported to the very dataset, card and rejections that the
 Trajectory models give, on the fixtures, generated hostile corpora and hand-made edge cases."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from knowlyr.errors import ExportError
 from knowlyr.export import export_sft, trajectory_reward
-from knowlyr.export.documents import validate_document
 from knowlyr.export.sft import _reward, _step_rewards
+from knowlyr.store._documents import validate_document
 from knowlyr.trajectory import Observation, Outcome, Step, TaskInfo, ToolCall, Trajectory
 from tests.export.test_sft_columns import generated_corpus
 from tests.reward.corpus import make_corpus
