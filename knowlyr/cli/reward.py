@@ -48,6 +48,32 @@ def _weights(spec: str | None) -> dict[str, float] | None:
         ) from e
 
 
+def _read(paths: list[Path], format: str | None, *, documents: bool) -> tuple[list, list]:
+    """The converted records of ``paths`` (as JSON documents, or as models) and the rejected
+    ones (each also reported on stderr)."""
+    import orjson
+
+    from knowlyr._gc import paused
+    from knowlyr.recorder import Converted, Encoded, iter_encoded, iter_records
+
+    out, rejected = [], []
+    records = (
+        iter_encoded(paths, format=format) if documents else iter_records(paths, format=format)
+    )
+    with paused():  # every trajectory is kept: see knowlyr._gc
+        for r in records:
+            if isinstance(r, Encoded):
+                out.append(orjson.loads(r.json))
+            elif isinstance(r, Converted):
+                out.append(r.trajectory)
+            else:
+                rejected.append({"path": r.path, "line": r.line, "reason": r.reason})
+                typer.echo(
+                    f"rejected {r.path}{f':{r.line}' if r.line else ''}: {r.reason}", err=True
+                )
+    return out, rejected
+
+
 @reward_app.command("score")
 def score(
     paths: list[Path] = typer.Argument(
@@ -88,20 +114,19 @@ def score(
     """Per-step and total rewards for every trajectory in PATH, as JSON."""
     from knowlyr._gc import paused
     from knowlyr.errors import KnowlyrError
-    from knowlyr.recorder import Converted, iter_records
     from knowlyr.reward.engine import RewardEngine, dump_rewards
 
     try:
-        trajs, rejected = [], []
-        with paused():  # every trajectory is kept: see knowlyr._gc
-            for r in iter_records(paths, format=format):
-                if isinstance(r, Converted):
-                    trajs.append(r.trajectory)
-                else:
-                    rejected.append({"path": r.path, "line": r.line, "reason": r.reason})
-                    typer.echo(
-                        f"rejected {r.path}{f':{r.line}' if r.line else ''}: {r.reason}", err=True
-                    )
+        cal = None
+        if calibration is not None:
+            from knowlyr.reward.store_io import load_calibration
+            from knowlyr.store import Store
+
+            cal = load_calibration(calibration, store=Store.open(store) if store else None)
+        # the rule layer scores JSON documents (no models); the judge and an outcome
+        # calibration read the trajectories' models
+        columnar = not judge and getattr(cal, "level", None) != "outcome"
+        trajs, rejected = _read(paths, format, documents=columnar)
         judge_obj = None
         if judge:
             from knowlyr.reward.judge import LLMJudge, make_backend
@@ -113,12 +138,6 @@ def score(
             )
             judge_obj = LLMJudge(make_backend(judge, **kw), profile=domain, concurrency=concurrency,
                                  cache=judge_cache)  # fmt: skip
-        cal = None
-        if calibration is not None:
-            from knowlyr.reward.store_io import load_calibration
-            from knowlyr.store import Store
-
-            cal = load_calibration(calibration, store=Store.open(store) if store else None)
         engine = RewardEngine(
             domain,
             layers=("rules", "judge") if judge_obj else ("rules",),
@@ -127,11 +146,18 @@ def score(
             calibration=cal,
             outcome_weight=outcome_weight,
         )
-        rewards = engine.score(trajs)
+        if columnar:
+            from knowlyr.reward.engine import TrajectoryReward
+
+            with paused():
+                rows = engine.score_documents(trajs)
+                rewards = [TrajectoryReward.from_row(r) for r in rows.iter_rows(named=True)]
+        else:
+            rows = rewards = engine.score(trajs)
         if store:
             from knowlyr.store import Store
 
-            engine.save(Store.open(store), rewards)
+            engine.save(Store.open(store), rows)
     except (KnowlyrError, ValueError, OSError) as e:
         raise _fail(e) from e
     usage = judge_obj.usage.to_dict() if judge_obj else None

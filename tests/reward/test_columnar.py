@@ -164,3 +164,39 @@ def test_store_scoring_in_batches_gives_one_batch_numbers(tmp_path, monkeypatch)
     assert sorted(r.trajectory_id for r in res.rewards) == sorted(want)
     objects = {r.trajectory_id: r for r in RewardEngine("coding").score(models)}
     assert {r.trajectory_id: r for r in res.rewards} == objects  # from_row inverts to_row
+
+
+def test_score_cli_scores_documents_as_the_models_score(tmp_path):
+    """`knowlyr reward score` reads the logs as JSON documents for the rule layer: the
+    rewards it writes (and stores) are those of the models, and a bad line is still rejected."""
+    from typer.testing import CliRunner
+
+    from knowlyr.cli import app
+    from knowlyr.recorder import Converted, iter_records
+    from knowlyr.reward.engine import dump_rewards
+    from knowlyr.store import Store
+    from tests.reward.helpers import FIXTURES
+
+    src = tmp_path / "runs.jsonl"
+    src.write_bytes(b"".join(t.to_json() + b"\n" for t in _hostile(15, seed=3)) + b"{oops\n")
+    paths = [str(FIXTURES / "swe_agent"), str(FIXTURES / "openhands"), str(src)]
+    out, store = tmp_path / "rewards.json", str(tmp_path / "store")
+    res = CliRunner().invoke(
+        app, ["reward", "score", *paths, "-d", "coding", "-o", str(out), "-s", store]
+    )
+    assert res.exit_code == 0, res.output
+    assert "runs.jsonl:16" in res.output  # the bad line, rejected
+    models = [r.trajectory for r in iter_records(paths) if isinstance(r, Converted)]
+    want = orjson.loads(dump_rewards(RewardEngine("coding").score(models)))["rewards"]
+    assert _nan(orjson.loads(out.read_bytes())["rewards"]) == _nan(want)
+    assert Store.open(store).count("rewards") == len({r["trajectory_id"] for r in want})
+
+
+def _nan(x):
+    if isinstance(x, float) and math.isnan(x):
+        return "NaN"
+    if isinstance(x, list):
+        return [_nan(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _nan(v) for k, v in x.items()}
+    return x
