@@ -63,7 +63,12 @@ class _Stats:
         self.bounded = [
             f.name
             for f in schema
-            if f.name not in skip and (pa.types.is_string(f.type) or pa.types.is_integer(f.type))
+            if f.name not in skip
+            and (
+                pa.types.is_string(f.type)
+                or pa.types.is_large_string(f.type)
+                or pa.types.is_integer(f.type)
+            )
         ]
         self.lo: dict[str, Any] = {}
         self.hi: dict[str, Any] = {}

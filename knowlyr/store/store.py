@@ -35,23 +35,23 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from knowlyr._gc import paused
 from knowlyr.errors import ConfigError, NotFoundError
+from knowlyr.store import _adds
 from knowlyr.store._delta import DeltaTables, _digest
 from knowlyr.store._lock import table_lock
 from knowlyr.store.blobs import BlobStore
 from knowlyr.store.models import GcReport, Lineage, Manifest, RunRecord
-from knowlyr.store.tables import TABLES, rows_arrow, trajectory_row
+from knowlyr.store.tables import TABLES
 from knowlyr.trajectory import Trajectory
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     import polars as pl
-    import pyarrow as pa
     from deltalake import DeltaTable
 
     from knowlyr.labels import Label
@@ -68,7 +68,6 @@ _TABLE_SCHEMES = frozenset(
     {"file", "s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "azure", "hdfs", "lakefs"}
 )
 _DECODE = 256  # trajectories decoded at once by iter_trajectories
-_STREAM_ROWS = 1000  # trajectories serialised per Arrow batch while the writer compresses
 
 
 def _fsspec_knows(protocol: str) -> bool:
@@ -233,9 +232,9 @@ class Store(DeltaTables):
                 self.blobs.put(data, digest=digest)
         if not isinstance(trajs, list):
             if self._lock_dir is not None:
-                return self._stream_trajectories(iter(trajs), run_id=run_id)
+                return _adds.stream(self, iter(trajs), run_id=run_id)
             trajs = list(trajs)  # a MERGE may be retried: it needs its input again
-        ids = [_id_of(t) for t in trajs]
+        ids = [_adds.id_of(t) for t in trajs]
         digest = _digest(ids)
         v = self.version("trajectories")
         known = self.trajectory_ids(version=v) if v is not None else set()
@@ -252,14 +251,14 @@ class Store(DeltaTables):
                 digest=digest,
             )
         elif self._lock_dir is not None:
-            fresh.sort(key=_task_key)  # similar rows compress together
-            m = self._stream_trajectories(iter(fresh), run_id=None, sightings=False)
+            fresh.sort(key=_adds.task_key)  # similar rows compress together
+            m = _adds.stream(self, iter(fresh), run_id=None, sightings=False)
             m = m.model_copy(update={"duplicates": len(trajs) - m.new, "digest": digest})
         else:
-            fresh.sort(key=_task_key)
+            fresh.sort(key=_adds.task_key)
             m = self._write(
                 "trajectories",
-                _trajectory_stream(fresh),
+                _adds.trajectory_stream(fresh),
                 new=len(fresh),
                 dups=len(trajs) - len(fresh),
                 digest=digest,
@@ -270,116 +269,9 @@ class Store(DeltaTables):
         if trajs:
             sightings: dict[tuple[str, str], tuple] = {}
             for t, i in zip(trajs, ids, strict=True):
-                _sight(sightings, t, i)
+                _adds.sight(sightings, t, i)
             self._add_sightings(sightings, run_id=run_id, version=m.version)
         return m
-
-    def _stream_trajectories(
-        self, items: Iterator[Trajectory | Encoded], *, run_id: str | None, sightings: bool = True
-    ) -> Manifest:
-        """:meth:`add_trajectories` on a local store: ``items`` are pulled one by one under the
-        table lock, each new one's row made at once (the item is not kept), and the rows
-        written as Parquet ``_STREAM_ROWS`` at a time (:mod:`knowlyr.store._append`), then
-        committed as one version; the sightings of every item follow as one commit (unless
-        ``sightings`` is False: the caller adds them)."""
-        from knowlyr.store import _append
-
-        table = "trajectories"
-        uri = self.table_uri(table)
-        seen: dict[tuple[str, str], tuple] = {}
-        ids: list[str] = []
-        new_keys: list[str] = []
-        schema = rows_arrow([]).schema
-        with table_lock(self._lock_dir, table):
-            base = self.version(table)
-            known = self.trajectory_ids(version=base) if base is not None else set()
-            if not _append.can_append(uri, schema, self._so()):  # widened by another writer
-                trajs = list(items)
-                ids = [_id_of(t) for t in trajs]
-                fresh = self._fresh(trajs, ids, known)
-                fresh.sort(key=_task_key)
-                m = self._write(
-                    table,
-                    _trajectory_stream(fresh) if fresh else None,
-                    new=len(fresh),
-                    dups=len(trajs) - len(fresh),
-                    digest=_digest(ids),
-                    base=base,
-                    key=["id"],
-                    new_keys=[t.id for t in fresh],
-                )
-                for t, i in zip(trajs, ids, strict=True):
-                    _sight(seen, t, i)
-            else:
-
-                def batches() -> Iterator[pa.RecordBatch]:
-                    # item by item: a model is serialised and dropped at once, so memory
-                    # holds rows (their JSON), _STREAM_ROWS of them, not models
-                    taken: set[str] = set()
-                    rows: list[tuple] = []
-                    for t in items:
-                        i = _id_of(t)
-                        ids.append(i)
-                        if sightings:
-                            _sight(seen, t, i)
-                        if i not in known and i not in taken:
-                            taken.add(i)
-                            new_keys.append(i)
-                            rows.append(_row_of(t))
-                            if len(rows) == _STREAM_ROWS:
-                                yield from rows_arrow(rows).to_batches()
-                                rows = []
-                    if rows:
-                        yield from rows_arrow(rows).to_batches()
-
-                written = _append.write_files(uri, schema, batches(), no_bounds=("data",))
-                m = self._committed(written, base, ids, new_keys)
-        if sightings and ids:
-            self._add_sightings(seen, run_id=run_id, version=m.version)
-        return m
-
-    def _committed(
-        self, written: Any, base: int | None, ids: list[str], new_keys: list[str]
-    ) -> Manifest:
-        """Commit what :meth:`_stream_trajectories` wrote (holding the lock) and keep the
-        row count and id set of the new version cached, as ``_write`` does."""
-        from knowlyr.store import _append
-
-        table = "trajectories"
-        new, dups = len(new_keys), len(ids) - len(new_keys)
-        rows = self.count(table, version=base) if base is not None else 0
-        if not new:
-            return Manifest(
-                store=self.url,
-                table=table,
-                version=-1 if base is None else base,
-                rows=rows,
-                new=0,
-                duplicates=dups,
-                committed=False,
-                digest=_digest(ids),
-            )
-        _append.commit_files(
-            written, meta={"new": new, "duplicates": dups}, storage_options=self._so()
-        )
-        version = self.version(table)
-        assert version is not None
-        self._rows[(table, version)] = rows + new
-        ck = (f"{table}:id", base)
-        if base is None:
-            self._keys[(ck[0], version)] = set(new_keys)
-        elif ck in self._keys:
-            self._keys[(ck[0], version)] = self._keys[ck] | set(new_keys)
-        return Manifest(
-            store=self.url,
-            table=table,
-            version=version,
-            rows=rows + new,
-            new=new,
-            duplicates=dups,
-            committed=True,
-            digest=_digest(ids),
-        )
 
     def _add_sightings(
         self, rows: dict[tuple[str, str], tuple], *, run_id: str | None, version: int
@@ -423,6 +315,17 @@ class Store(DeltaTables):
                 )
                 if had.height:
                     df = df.join(had, on=["trajectory_id", "agent"], how="anti")
+            if not df.height:
+                return
+            if self._lock_dir is not None:  # appended as the trajectories were (no MERGE)
+                from knowlyr.store import _append
+
+                rows, uri = df.to_arrow(), self.table_uri("sightings")
+                if _append.can_append(uri, rows.schema, self._so()):
+                    written = _append.write_files(uri, rows.schema, rows.to_batches())
+                    meta = {"new": df.height, "duplicates": 0}
+                    _append.commit_files(written, meta=meta, storage_options=self._so())
+                    return
             self._write("sightings", df, new=df.height, dups=0, digest="", base=base)
 
     def sightings(self, id: str | None = None, *, version: int | None = None) -> pl.DataFrame:
@@ -669,50 +572,6 @@ class Store(DeltaTables):
         from knowlyr.store.lineage import lineage
 
         return lineage(self, ref)
-
-
-def _id_of(t: Trajectory | Encoded) -> str:
-    """The content hash of an item of :meth:`Store.add_trajectories` (rehashing a
-    trajectory whose ``id`` was cleared)."""
-    if t.id or not isinstance(t, Trajectory):
-        return t.id
-    return t.rehash().id
-
-
-def _row_of(t: Trajectory | Encoded) -> tuple:
-    return trajectory_row(t) if isinstance(t, Trajectory) else t.row
-
-
-def _task_key(t: Trajectory | Encoded) -> tuple[str, str]:
-    return (t.task.task_id, t.id) if isinstance(t, Trajectory) else (t.row[1], t.row[0])
-
-
-def _sight(rows: dict[tuple[str, str], tuple], t: Trajectory | Encoded, i: str) -> None:
-    """Note ``t``'s sighting (agent, model, source format, path, blob) under (id, agent),
-    the first one of each kept (see :meth:`Store._add_sightings`)."""
-    if isinstance(t, Trajectory):
-        a, src = t.agent, t.source
-        row = (a.name, a.model, src.format, src.path, src.blob)
-    else:  # a recorder row
-        r = t.row
-        row = (r[4], r[5], r[9], r[10], r[11])
-    rows.setdefault((i, row[0] or ""), row)
-
-
-def _trajectory_stream(trajs: list[Trajectory | Encoded]) -> Callable[[], Any]:
-    """A factory of Arrow streams over ``trajs`` (sorted by the caller), serialised
-    ``_STREAM_ROWS`` at a time as the Delta writer pulls them (for delta-rs: the MERGE of an
-    object store, or a local table whose schema another writer widened)."""
-    import pyarrow as pa
-
-    schema = rows_arrow([]).schema
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for i in range(0, len(trajs), _STREAM_ROWS):
-            chunk = [_row_of(t) for t in trajs[i : i + _STREAM_ROWS]]
-            yield from rows_arrow(chunk, sort=False).to_batches()
-
-    return lambda: pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def known_tables() -> list[str]:

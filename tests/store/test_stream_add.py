@@ -8,8 +8,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from knowlyr.store import Store, _append
-from knowlyr.store import store as store_mod
+from knowlyr.store import Store, _adds, _append
 from knowlyr.trajectory import AgentInfo, Observation, Source, Step, TaskInfo, ToolCall, Trajectory
 
 
@@ -36,7 +35,7 @@ def _rows(store: Store) -> pl.DataFrame:
 @pytest.fixture
 def small_files(monkeypatch):
     """A few rows per Arrow batch and per Parquet file, so a commit holds several files."""
-    monkeypatch.setattr(store_mod, "_STREAM_ROWS", 2)
+    monkeypatch.setattr(_adds, "_STREAM_ROWS", 2)
     monkeypatch.setattr(_append, "_FILE_BYTES", 1)
 
 

@@ -1,0 +1,179 @@
+"""How :meth:`Store.add_trajectories <knowlyr.store.Store.add_trajectories>` adds: the id,
+row, sort key and sighting of each item (a :class:`~knowlyr.trajectory.Trajectory`, or a
+ready row: the recorder's ``Encoded``, the store's ``DocumentRow``), and the streamed write
+of a local store (:func:`stream`: items pulled one by one under the table lock, their rows
+written as Parquet batch by batch by :mod:`knowlyr.store._append`, one commit)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from knowlyr.store._delta import _digest
+from knowlyr.store._lock import table_lock
+from knowlyr.store.models import Manifest
+from knowlyr.store.tables import rows_arrow, trajectory_row
+from knowlyr.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from knowlyr.store.store import Store
+
+_STREAM_ROWS = 1000  # rows per Arrow batch handed to the Parquet writer
+
+#: an item of ``add_trajectories``: a Trajectory, or a record carrying its table ``row``
+Item = Any
+
+
+def stream(
+    store: Store, items: Iterator[Item], *, run_id: str | None, sightings: bool = True
+) -> Manifest:
+    """``store.add_trajectories`` on a local store: ``items`` are pulled one by one under the
+    table lock, each new one's row made at once (the item is not kept), and the rows
+    written as Parquet ``_STREAM_ROWS`` at a time (:mod:`knowlyr.store._append`), then
+    committed as one version; the sightings of every item follow as one commit (unless
+    ``sightings`` is False: the caller adds them)."""
+    from knowlyr.store import _append
+
+    table = "trajectories"
+    uri = store.table_uri(table)
+    seen: dict[tuple[str, str], tuple] = {}
+    ids: list[str] = []
+    new_keys: list[str] = []
+    schema = rows_arrow([]).schema
+    with table_lock(store._lock_dir, table):
+        base = store.version(table)
+        known = store.trajectory_ids(version=base) if base is not None else set()
+        if not _append.can_append(uri, schema, store._so()):  # widened by another writer
+            trajs = list(items)
+            ids = [id_of(t) for t in trajs]
+            fresh = store._fresh(trajs, ids, known)
+            fresh.sort(key=task_key)
+            m = store._write(
+                table,
+                trajectory_stream(fresh) if fresh else None,
+                new=len(fresh),
+                dups=len(trajs) - len(fresh),
+                digest=_digest(ids),
+                base=base,
+                key=["id"],
+                new_keys=[t.id for t in fresh],
+            )
+            for t, i in zip(trajs, ids, strict=True):
+                sight(seen, t, i)
+        else:
+
+            def batches() -> Iterator[pa.RecordBatch]:
+                # item by item: a model is serialised and dropped at once, so memory
+                # holds rows (their JSON), _STREAM_ROWS of them, not models
+                taken: set[str] = set()
+                rows: list[tuple] = []
+                for t in items:
+                    i = id_of(t)
+                    ids.append(i)
+                    if sightings:
+                        sight(seen, t, i)
+                    if i not in known and i not in taken:
+                        taken.add(i)
+                        new_keys.append(i)
+                        rows.append(row_of(t))
+                        if len(rows) == _STREAM_ROWS:
+                            yield from rows_arrow(rows).to_batches()
+                            rows = []
+                if rows:
+                    yield from rows_arrow(rows).to_batches()
+
+            written = _append.write_files(uri, schema, batches(), no_bounds=("data",))
+            m = _committed(store, written, base, ids, new_keys)
+    if sightings and ids:
+        store._add_sightings(seen, run_id=run_id, version=m.version)
+    return m
+
+
+def _committed(
+    store: Store, written: Any, base: int | None, ids: list[str], new_keys: list[str]
+) -> Manifest:
+    """Commit what :func:`stream` wrote (holding the lock) and keep the row count and id
+    set of the new version cached, as ``DeltaTables._write`` does."""
+    from knowlyr.store import _append
+
+    table = "trajectories"
+    new, dups = len(new_keys), len(ids) - len(new_keys)
+    rows = store.count(table, version=base) if base is not None else 0
+    if not new:
+        return Manifest(
+            store=store.url,
+            table=table,
+            version=-1 if base is None else base,
+            rows=rows,
+            new=0,
+            duplicates=dups,
+            committed=False,
+            digest=_digest(ids),
+        )
+    _append.commit_files(
+        written, meta={"new": new, "duplicates": dups}, storage_options=store._so()
+    )
+    version = store.version(table)
+    assert version is not None
+    store._rows[(table, version)] = rows + new
+    ck = (f"{table}:id", base)
+    if base is None:
+        store._keys[(ck[0], version)] = set(new_keys)
+    elif ck in store._keys:
+        store._keys[(ck[0], version)] = store._keys[ck] | set(new_keys)
+    return Manifest(
+        store=store.url,
+        table=table,
+        version=version,
+        rows=rows + new,
+        new=new,
+        duplicates=dups,
+        committed=True,
+        digest=_digest(ids),
+    )
+
+
+def id_of(t: Item) -> str:
+    """The content hash of an item of :meth:`Store.add_trajectories <knowlyr.store.Store.add_trajectories>` (rehashing a
+    trajectory whose ``id`` was cleared)."""
+    if t.id or not isinstance(t, Trajectory):
+        return t.id
+    return t.rehash().id
+
+
+def row_of(t: Item) -> tuple:
+    return trajectory_row(t) if isinstance(t, Trajectory) else t.row
+
+
+def task_key(t: Item) -> tuple[str, str]:
+    return (t.task.task_id, t.id) if isinstance(t, Trajectory) else (t.row[1], t.row[0])
+
+
+def sight(rows: dict[tuple[str, str], tuple], t: Item, i: str) -> None:
+    """Note ``t``'s sighting (agent, model, source format, path, blob) under (id, agent),
+    the first one of each kept (see :meth:`Store._add_sightings <knowlyr.store.Store>`)."""
+    if isinstance(t, Trajectory):
+        a, src = t.agent, t.source
+        row = (a.name, a.model, src.format, src.path, src.blob)
+    else:  # a recorder row
+        r = t.row
+        row = (r[4], r[5], r[9], r[10], r[11])
+    rows.setdefault((i, row[0] or ""), row)
+
+
+def trajectory_stream(trajs: list[Item]) -> Callable[[], Any]:
+    """A factory of Arrow streams over ``trajs`` (sorted by the caller), serialised
+    ``_STREAM_ROWS`` at a time as the Delta writer pulls them (for delta-rs: the MERGE of an
+    object store, or a local table whose schema another writer widened)."""
+    import pyarrow as pa
+
+    schema = rows_arrow([]).schema
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for i in range(0, len(trajs), _STREAM_ROWS):
+            chunk = [row_of(t) for t in trajs[i : i + _STREAM_ROWS]]
+            yield from rows_arrow(chunk, sort=False).to_batches()
+
+    return lambda: pa.RecordBatchReader.from_batches(schema, batches())
