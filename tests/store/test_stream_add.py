@@ -87,3 +87,29 @@ def test_a_table_another_writer_widened_takes_the_stream_too(tmp_path) -> None:
     assert (m.new, m.duplicates) == (3, 1)
     assert store.count("trajectories") == 5
     assert "note" in store.read("trajectories").columns
+
+
+def test_a_failed_write_commits_nothing_and_the_next_add_works(tmp_path, monkeypatch) -> None:
+    import pyarrow.parquet as pq
+
+    store = Store.open(tmp_path / "s")
+    store.add_trajectories([_traj(0)])
+
+    def full(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_batch", full)
+    pulled = []
+
+    def items():
+        for i in range(1, 5):
+            pulled.append(i)
+            yield _traj(i)
+
+    with pytest.raises(OSError, match="No space left"):
+        store.add_trajectories(items())
+    assert pulled  # the writer's error reached the caller while the stream was being read
+    monkeypatch.undo()
+    assert store.version("trajectories") == 0 and store.count("trajectories") == 1
+    m = store.add_trajectories(_traj(i) for i in range(1, 5))  # the lock was released
+    assert (m.new, m.version) == (4, 1)
