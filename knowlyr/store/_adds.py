@@ -135,26 +135,39 @@ def _committed(
     )
 
 
+_MODEL: dict[type, bool] = {}  # item type -> whether it is a Trajectory (class)
+
+
+def _is_model(t: Item) -> bool:
+    """Whether ``t`` is a Trajectory, by its type (pydantic's ``isinstance`` runs Python code:
+    ~1 us, paid for every item of every add)."""
+    kind = type(t)
+    known = _MODEL.get(kind)
+    if known is None:
+        known = _MODEL[kind] = issubclass(kind, Trajectory)
+    return known
+
+
 def id_of(t: Item) -> str:
-    """The content hash of an item of :meth:`Store.add_trajectories <knowlyr.store.Store.add_trajectories>` (rehashing a
-    trajectory whose ``id`` was cleared)."""
-    if t.id or not isinstance(t, Trajectory):
+    """The content hash of an item of ``Store.add_trajectories`` (rehashing a trajectory
+    whose ``id`` was cleared)."""
+    if t.id or not _is_model(t):
         return t.id
     return t.rehash().id
 
 
 def row_of(t: Item) -> tuple:
-    return trajectory_row(t) if isinstance(t, Trajectory) else t.row
+    return trajectory_row(t) if _is_model(t) else t.row
 
 
 def task_key(t: Item) -> tuple[str, str]:
-    return (t.task.task_id, t.id) if isinstance(t, Trajectory) else (t.row[1], t.row[0])
+    return (t.task.task_id, t.id) if _is_model(t) else (t.row[1], t.row[0])
 
 
 def sight(rows: dict[tuple[str, str], tuple], t: Item, i: str) -> None:
     """Note ``t``'s sighting (agent, model, source format, path, blob) under (id, agent),
-    the first one of each kept (see :meth:`Store._add_sightings <knowlyr.store.Store>`)."""
-    if isinstance(t, Trajectory):
+    the first one of each kept (see ``Store._add_sightings``)."""
+    if _is_model(t):
         a, src = t.agent, t.source
         row = (a.name, a.model, src.format, src.path, src.blob)
     else:  # a recorder row
