@@ -325,6 +325,26 @@ def ours(job: str, args: list[str]) -> dict:
             "trajectories": len(scores),
             "steps": sum(len(t.steps) for t in trajs),
         }
+    if job == "reward-documents":  # the batch path: JSON documents, no models
+        import orjson
+
+        from knowlyr.reward import RewardEngine
+        from knowlyr.store._documents import validate_document
+
+        n = int(args[1])
+        t0 = time.perf_counter()
+        docs = [validate_document(orjson.loads(line)) for line in _lines(args[0], n)]
+        t1 = time.perf_counter()
+        engine = RewardEngine("coding")
+        engine.score_documents(docs[:10])
+        t2 = time.perf_counter()
+        rows = engine.score_documents(docs)
+        t3 = time.perf_counter()
+        return {
+            "sections": {"load": t1 - t0, "engine": t3 - t2},
+            "trajectories": rows.height,
+            "steps": sum(len(d["steps"]) for d in docs),
+        }
     if job in ("store", "prep-store"):
         from knowlyr.store import Store
         from knowlyr.trajectory import Trajectory

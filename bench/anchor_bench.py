@@ -24,7 +24,9 @@ Stages (``--stages a,b``; default all):
 * ``cli-convert``: ``knowlyr-recorder batch DIR -f openhands -o OUT`` vs ``knowlyr record
   convert DIR -f openhands -o OUT``, whole processes;
 * ``reward-engine``: the rule layer through each side's reward engine on ``--reward-n``
-  trajectories (loading them is timed apart and not counted); ``score-rules``: the rules
+  trajectories (loading them is timed apart and not counted); ``reward-file``: loading the
+  JSONL plus the engine, ours through the batch path (JSON documents validated by the
+  model's schema, ``RewardEngine.score_documents``, no models); ``score-rules``: the rules
   alone (original: its four ``check_*`` functions; ours: ``score_rules``);
 * ``store-add`` / ``store-readd`` / ``store-bytes``: ``--store-n`` trajectories into a fresh
   store, again (all duplicates), bytes per trajectory on disk. The original ships no store;
@@ -327,6 +329,10 @@ def _us_step(t: Callable[[Result], float]):
     return lambda r: t(r) / r.out["steps"] * 1e6
 
 
+def _load_and_engine(r: Result) -> float:
+    return r.out["sections"]["load"] + r.out["sections"]["engine"]
+
+
 def _wall(r: Result) -> float:
     return r.wall
 
@@ -350,6 +356,9 @@ STAGES = [
     Stage("score-rules", "reward", "reward", "reward_n", _traj,
           _per(_traj, _sec("rules")), _us_step(_sec("rules")), "us/step", None,
           "the rules alone"),
+    Stage("reward-file", "reward", "reward-documents", "reward_n", _traj,
+          _per(_traj, _load_and_engine), _us_step(_load_and_engine), "us/step", 10,
+          "trajectory JSONL -> rule rewards: loading + engine; ours as JSON documents"),
     Stage("store-add", "store", "store", "store_n", _traj,
           _per(_traj, _sec("add")), _rate(_traj, _sec("add")), "traj/s", 10,
           "add to a fresh store"),
@@ -394,7 +403,7 @@ def run_side(
             return run_job(sides.runner(side, job, data.convert_logs, tmp / "out.jsonl"), cwd=tmp)
         if job == "convert-models":
             return run_job(sides.runner(side, job, data.convert_logs), cwd=tmp)
-        if job == "reward":
+        if job in ("reward", "reward-documents"):
             src = data.original_all if side == "original" else data.ours_all
             return run_job(sides.runner(side, job, src, sizes["reward_n"]), cwd=tmp)
         if job == "store":
