@@ -29,11 +29,12 @@ Item = Any
 def stream(
     store: Store, items: Iterator[Item], *, run_id: str | None, sightings: bool = True
 ) -> Manifest:
-    """``store.add_trajectories`` on a local store: ``items`` are pulled one by one under the
-    table lock, each new one's row made at once (the item is not kept), and the rows
-    written as Parquet ``_STREAM_ROWS`` at a time (:mod:`knowlyr.store._append`), then
-    committed as one version; the sightings of every item follow as one commit (unless
-    ``sightings`` is False: the caller adds them)."""
+    """``store.add_trajectories`` on a local store: ``items`` are pulled one by one, each
+    new one's row made at once (the item is not kept), and the rows written as Parquet
+    ``_STREAM_ROWS`` at a time (:mod:`knowlyr.store._append`); then, holding the table lock
+    only for that, rows another writer committed meanwhile are dropped from the files and
+    they are committed as one version. The sightings of every item follow as one commit
+    (unless ``sightings`` is False: the caller adds them)."""
     from knowlyr.store import _append
 
     table = "trajectories"
@@ -42,50 +43,68 @@ def stream(
     ids: list[str] = []
     new_keys: list[str] = []
     schema = rows_arrow([]).schema
+    base = store.version(table)
+    known = store.trajectory_ids(version=base) if base is not None else set()
+    written = None
+    if _append.can_append(uri, schema, store._so()):
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            # item by item: a model is serialised and dropped at once, so memory holds
+            # rows (their JSON), _STREAM_ROWS of them, not models
+            taken: set[str] = set()
+            rows: list[tuple] = []
+            for t in items:
+                i = id_of(t)
+                ids.append(i)
+                if sightings:
+                    sight(seen, t, i)
+                if i not in known and i not in taken:
+                    taken.add(i)
+                    new_keys.append(i)
+                    rows.append(row_of(t))
+                    if len(rows) == _STREAM_ROWS:
+                        yield from rows_arrow(rows).to_batches()
+                        rows = []
+            if rows:
+                yield from rows_arrow(rows).to_batches()
+
+        written = _append.write_files(uri, schema, batches(), no_bounds=("data",))
+    else:  # a table another writer widened: delta-rs merges the schemas
+        trajs = list(items)
+        ids = [id_of(t) for t in trajs]
+        for t, i in zip(trajs, ids, strict=True):
+            if sightings:
+                sight(seen, t, i)
     with table_lock(store._lock_dir, table):
-        base = store.version(table)
-        known = store.trajectory_ids(version=base) if base is not None else set()
-        if not _append.can_append(uri, schema, store._so()):  # widened by another writer
-            trajs = list(items)
-            ids = [id_of(t) for t in trajs]
-            fresh = store._fresh(trajs, ids, known)
-            fresh.sort(key=task_key)
+        now = store.version(table)
+        if now != base:  # another writer committed meanwhile: its rows are not ours to add
+            latest = store.trajectory_ids(version=now)
+            clash = {k for k in new_keys if k in latest}
+            if clash:
+                _append.drop_rows(written, "id", clash)
+                new_keys = [k for k in new_keys if k not in clash]
+            known, base = latest, now
+        if written is not None and _append.can_append(uri, schema, store._so()):
+            m = _committed(store, written, base, ids, new_keys)
+        else:
+            if written is not None:  # widened meanwhile: the rows go through delta-rs
+                trajs = _append.read_rows(written)
+                fresh_keys = new_keys
+            else:
+                fresh = store._fresh(trajs, ids, known)
+                fresh.sort(key=task_key)
+                fresh_keys = [t.id for t in fresh]
+                trajs = trajectory_stream(fresh) if fresh else None
             m = store._write(
                 table,
-                trajectory_stream(fresh) if fresh else None,
-                new=len(fresh),
-                dups=len(trajs) - len(fresh),
+                trajs,
+                new=len(fresh_keys),
+                dups=len(ids) - len(fresh_keys),
                 digest=_digest(ids),
                 base=base,
                 key=["id"],
-                new_keys=[t.id for t in fresh],
+                new_keys=fresh_keys,
             )
-            for t, i in zip(trajs, ids, strict=True):
-                sight(seen, t, i)
-        else:
-
-            def batches() -> Iterator[pa.RecordBatch]:
-                # item by item: a model is serialised and dropped at once, so memory
-                # holds rows (their JSON), _STREAM_ROWS of them, not models
-                taken: set[str] = set()
-                rows: list[tuple] = []
-                for t in items:
-                    i = id_of(t)
-                    ids.append(i)
-                    if sightings:
-                        sight(seen, t, i)
-                    if i not in known and i not in taken:
-                        taken.add(i)
-                        new_keys.append(i)
-                        rows.append(row_of(t))
-                        if len(rows) == _STREAM_ROWS:
-                            yield from rows_arrow(rows).to_batches()
-                            rows = []
-                if rows:
-                    yield from rows_arrow(rows).to_batches()
-
-            written = _append.write_files(uri, schema, batches(), no_bounds=("data",))
-            m = _committed(store, written, base, ids, new_keys)
     if sightings and ids:
         store._add_sightings(seen, run_id=run_id, version=m.version)
     return m

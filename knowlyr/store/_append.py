@@ -12,8 +12,10 @@ commit's metadata names new and duplicate rows). Files written but never committ
 process died, or the caller raised) are invisible orphans, as with delta-rs: ``vacuum``
 removes them.
 
-Only for local tables whose writer holds the table lock (``knowlyr.store._lock``): a plain
-append is then dedup-safe. Object stores keep delta-rs's MERGE (``DeltaTables._commit``).
+Only for local tables: the files may be written without the table lock, but the commit is
+made holding it (``knowlyr.store._lock``), after :func:`drop_rows` took out what another
+writer committed meanwhile, so a plain append stays dedup-safe. Object stores keep
+delta-rs's MERGE (``DeltaTables._commit``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +34,7 @@ import orjson
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["Written", "can_append", "commit_files", "write_files"]
+__all__ = ["Written", "can_append", "commit_files", "drop_rows", "read_rows", "write_files"]
 
 _FILE_BYTES = 256 << 20  # input bytes per Parquet file (compressed ~15x for trajectories)
 _ZSTD_LEVEL = 3  # as DeltaTables._writer_properties
@@ -47,6 +49,7 @@ class Written:
     schema: pa.Schema
     files: list[tuple[str, int, str]] = field(default_factory=list)  # (name, size, stats)
     rows: int = 0
+    no_bounds: frozenset[str] = frozenset()
 
 
 class _Stats:
@@ -114,13 +117,13 @@ def write_files(
     The files are written by a second thread while this one makes the next batch (pyarrow
     encodes and compresses without the GIL), at most :data:`_AHEAD` batches behind; an
     error on either side stops both and is raised here."""
-    out = Written(uri, schema)
+    out = Written(uri, schema, no_bounds=frozenset(no_bounds))
     ahead: queue.Queue[Any] = queue.Queue(maxsize=_AHEAD)
     failed: list[BaseException] = []
 
     def consume() -> None:
         try:
-            _write_all(out, iter(ahead.get, _END), frozenset(no_bounds))
+            _write_all(out, iter(ahead.get, _END))
         except BaseException as e:  # handed to the producer, which raises it
             failed.append(e)
             while ahead.get() is not _END:  # drain, so that the producer never blocks
@@ -145,11 +148,11 @@ _AHEAD = 1  # batches made ahead of the writer thread (memory: this many more ba
 _END = object()
 
 
-def _write_all(out: Written, batches: Iterator[pa.RecordBatch], skip: frozenset[str]) -> None:
+def _write_all(out: Written, batches: Iterator[pa.RecordBatch]) -> None:
     """:func:`write_files`' writer thread: the files, rolled at :data:`_FILE_BYTES`."""
     import pyarrow.parquet as pq
 
-    uri, schema = out.uri, out.schema
+    uri, schema, skip = out.uri, out.schema, out.no_bounds
     writer: pq.ParquetWriter | None = None
     name, stats, size = "", _Stats(schema, skip), 0
 
@@ -189,6 +192,36 @@ def _write_all(out: Written, batches: Iterator[pa.RecordBatch], skip: frozenset[
     finally:
         if writer is not None:  # the stream raised: leave no half-written file open
             writer.close()
+
+
+def _batches(written: Written) -> Iterator[pa.RecordBatch]:
+    import pyarrow.parquet as pq
+
+    for name, _, _ in written.files:
+        yield from pq.ParquetFile(os.path.join(written.uri, name)).iter_batches()
+
+
+def drop_rows(written: Written, column: str, values: set[Any]) -> None:
+    """Rewrite ``written``'s files without the rows whose ``column`` is in ``values`` (rows
+    another writer committed while these were written), batch by batch."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    drop = pa.array(sorted(values), written.schema.field(column).type)
+    kept = Written(written.uri, written.schema, no_bounds=written.no_bounds)
+    _write_all(
+        kept, (b.filter(pc.invert(pc.is_in(b.column(column), drop))) for b in _batches(written))
+    )
+    for name, _, _ in written.files:
+        os.unlink(os.path.join(written.uri, name))
+    written.files, written.rows = kept.files, kept.rows
+
+
+def read_rows(written: Written) -> Callable[[], pa.RecordBatchReader]:
+    """A factory of Arrow streams over ``written``'s rows (for a writer that takes streams)."""
+    import pyarrow as pa
+
+    return lambda: pa.RecordBatchReader.from_batches(written.schema, _batches(written))
 
 
 def can_append(uri: str, schema: pa.Schema, storage_options: dict[str, str] | None = None) -> bool:

@@ -92,8 +92,7 @@ def ingest(
         workers: recorder processes (1 = in this process, 0 = one per CPU).
         batch_size: trajectories per Delta commit; ``None`` commits the whole ingest as one
             transaction (the default: one stage, one version), written as the records are
-            converted, so memory does not grow with their number (the trajectories table's
-            lock is held meanwhile: a concurrent ingest into the same store waits).
+            converted, so memory does not grow with their number.
         results: evaluation results files or directories (SWE-bench ``report.json`` trees,
             run summaries, ``{instance_id: resolved}`` maps, see :mod:`knowlyr.labels`). A
             label applies to every trajectory of its instance: new records are labelled

@@ -214,8 +214,9 @@ class Store(DeltaTables):
         ``trajs`` may be any iterable: on a local store an iterator is consumed as it is
         written (each item serialised as it comes, ``_STREAM_ROWS`` rows per Parquet batch),
         so memory stays bounded however many it yields (the knowlyr ingest streams the
-        recorder's records this way); the table lock is held meanwhile. A list is written the
-        same way, sorted by task first.
+        recorder's records this way); the table lock is taken only to commit, and what other
+        writers committed meanwhile is left out then. A list is written the same way, sorted
+        by task first.
 
         Every item, new or duplicate, is also a row of the ``sightings`` table: its agent,
         its source and ``run_id``, so a duplicate from another agent or run keeps its

@@ -113,3 +113,48 @@ def test_a_failed_write_commits_nothing_and_the_next_add_works(tmp_path, monkeyp
     assert store.version("trajectories") == 0 and store.count("trajectories") == 1
     m = store.add_trajectories(_traj(i) for i in range(1, 5))  # the lock was released
     assert (m.new, m.version) == (4, 1)
+
+
+def test_what_another_writer_commits_during_a_stream_is_left_out(tmp_path, small_files) -> None:
+    """The stream's files are written without the table lock; rows another writer committed
+    meanwhile are dropped from them at the commit, so no id is stored twice."""
+    store = Store.open(tmp_path / "s")
+    store.add_trajectories([_traj(0)])
+    other = Store.open(tmp_path / "s")
+
+    def items():
+        for i in range(8):
+            if i == 4:  # another writer adds 2 that this stream already wrote, and one it will
+                other.add_trajectories([_traj(1), _traj(2, "b"), _traj(6)])
+            yield _traj(i)
+
+    m = store.add_trajectories(items(), run_id="mine")
+    assert (m.new, m.duplicates, m.version) == (4, 4, 2)  # 3, 4, 5, 7 are this stream's
+    assert store.count("trajectories") == 8
+    ids = store.read("trajectories")["id"].to_list()
+    assert len(ids) == len(set(ids)) == 8
+    assert sorted(store.trajectory_ids()) == sorted(_traj(i).id for i in range(8))
+    mine = store.sightings().filter(pl.col("run_id") == "mine")
+    assert mine.height == 8  # every item it saw, new or not
+
+
+def test_a_table_widened_during_a_stream_takes_its_rows_through_delta_rs(
+    tmp_path, small_files
+) -> None:
+    store = Store.open(tmp_path / "s")
+    store.add_trajectories([_traj(0)])
+    other = Store.open(tmp_path / "s")
+
+    def items():
+        for i in range(6):
+            if i == 3:
+                wide = other.read("trajectories").with_columns(pl.lit("x").alias("note"))
+                other.append("trajectories", wide.with_columns(pl.lit("f" * 64).alias("id")))
+            yield _traj(i)
+
+    m = store.add_trajectories(items())
+    assert (m.new, m.duplicates, m.version) == (5, 1, 2)
+    got = store.read("trajectories")
+    assert got.height == 7 and "note" in got.columns
+    assert sorted(got["id"]) == sorted(["f" * 64] + [_traj(i).id for i in range(6)])
+    assert store.get_trajectory(_traj(4).id) == _traj(4)
