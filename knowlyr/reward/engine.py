@@ -398,8 +398,9 @@ class RewardEngine:
         self, documents: Sequence[dict[str, Any]], *, population: pl.DataFrame | None = None
     ) -> pl.DataFrame:
         """Rewards of trajectories given as JSON documents (``Trajectory.to_json``, or validated
-        by :mod:`knowlyr.documents`), as the rows of the store's ``rewards`` table: the values
-        of ``rewards_frame(self.score(models))``, computed without a model per trajectory,
+        by :func:`knowlyr.store._documents.validate_document`), as the rows of the store's
+        ``rewards`` table: the values of ``rewards_frame(self.score(models))``, computed
+        without a model per trajectory,
         step or reward (the rule layer and a human calibration map; with the judge layer or
         an outcome calibration, which read the models, it scores the models).
         ``population``: see :func:`~knowlyr.reward.rules.score_documents`.

@@ -214,9 +214,10 @@ class StepExtractor:
 
     def scan_documents(self, documents: Sequence[dict[str, Any]]) -> Scan:
         """:meth:`scan` of trajectories given as their JSON documents (what
-        :meth:`~knowlyr.trajectory.Trajectory.to_json` writes, or a validated document of
-        :mod:`knowlyr.documents`: fields that are ``None`` may be left out): the same columns,
-        without building a model per trajectory and step."""
+        :meth:`~knowlyr.trajectory.Trajectory.to_json` writes, or what
+        :func:`knowlyr.store._documents.validate_document` returns: fields that are ``None``
+        may be left out): the same columns, without building a model per trajectory and
+        step."""
         calls: dict[int, int] = {}
         pending = self._pending
         base = self._planned + len(pending)
