@@ -88,16 +88,16 @@ def stream(
             m = _committed(store, written, base, ids, new_keys)
         else:
             if written is not None:  # widened meanwhile: the rows go through delta-rs
-                trajs = _append.read_rows(written)
+                data = _append.read_rows(written)
                 fresh_keys = new_keys
             else:
                 fresh = store._fresh(trajs, ids, known)
                 fresh.sort(key=task_key)
                 fresh_keys = [t.id for t in fresh]
-                trajs = trajectory_stream(fresh) if fresh else None
+                data = trajectory_stream(fresh) if fresh else None
             m = store._write(
                 table,
-                trajs,
+                data,
                 new=len(fresh_keys),
                 dups=len(ids) - len(fresh_keys),
                 digest=_digest(ids),
