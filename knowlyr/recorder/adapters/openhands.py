@@ -58,7 +58,6 @@ from knowlyr.recorder.base import (
     outcome,
     parse_time,
     register_adapter,
-    step,
     task,
     tool_call,
     trajectory,
@@ -271,6 +270,30 @@ def _acts_through_tools(e: dict[str, Any]) -> bool:
     return a is not None and a not in _NOT_TOOLS and e.get("source") != "user"
 
 
+def _step_time(x: Any) -> datetime | None:
+    """A message step's timestamp, as :func:`~knowlyr.recorder.base.step` reads it (a
+    datetime kept as it is)."""
+    return x if isinstance(x, datetime) else _time(x)
+
+
+def _new_step(
+    index: int, thought: str, action: Any, message: Any, timestamp: Any
+) -> dict[str, Any]:
+    """A step as :func:`convert_events` keeps it (see there)."""
+    s: dict[str, Any] = {"index": index, "thought": thought}
+    if action is not None:
+        s["action"] = action
+    if message is not None:
+        s["message"] = message
+    s["observation"] = None
+    s["usage"] = None
+    if timestamp is not None:
+        s["timestamp"] = timestamp
+    s["duration_s"] = None
+    s["metadata"] = {}
+    return s
+
+
 def _text_step(
     index: int, text: str, args: dict[str, Any], timestamp: Any, text_log: bool
 ) -> dict[str, Any] | None:
@@ -308,9 +331,7 @@ def _text_step(
     else:
         return None
     thought = "\n".join(x for x in (as_str(args.get("thought")), rest) if x)
-    d = step(index, thought=thought, timestamp=timestamp).__dict__
-    d["action"] = {"tool": tool, "params": params}
-    return d
+    return _new_step(index, thought, {"tool": tool, "params": params}, None, _step_time(timestamp))
 
 
 def _text_observation(text: str) -> dict[str, Any]:
@@ -331,6 +352,9 @@ def _drop(waiting: list[dict[str, Any]], s: dict[str, Any]) -> None:
             return
 
 
+_ID = (int, str)  # what an event id or cause may be (a tuple: isinstance is faster than int | str)
+
+
 def convert_events(
     events: list[Any],
     *,
@@ -340,31 +364,34 @@ def convert_events(
     """Steps from an OpenHands event list, plus what the events say about the run.
 
     Returns:
-        ``(steps, info)``: each step as a dict of every :class:`Step` field whose action,
-        observation and usage are already their JSON documents (:func:`_step_models` and
-        :func:`_step_documents` finish them), and ``info`` with ``instruction``, ``model``,
-        ``finish`` (message, outputs, task_completed), ``error``, ``system_prompt``, and what
-        the events' ``extras`` declare (``agent_class``, ``instance_id``, ``max_iterations``)
-        and the task's ``task_id``, when present.
+        ``(steps, info)``: each step as a dict of the :class:`Step` fields, in their order,
+        whose action, observation and usage are already their JSON documents; a field that
+        is ``None`` when the step is made and stays so (``action`` or ``message``, ``reward``,
+        ``token_ids``, ``logprobs``, ``timestamp``) is left out, while ``observation``,
+        ``usage`` and ``duration_s`` are always there, ``None`` until known
+        (:func:`_step_models` and :func:`_step_documents` finish them). ``info`` holds
+        ``instruction``, ``model``, ``finish`` (message, outputs, task_completed), ``error``,
+        ``system_prompt``, and what the events' ``extras`` declare (``agent_class``,
+        ``instance_id``, ``max_iterations``) and the task's ``task_id``, when present.
     """
-    flat = _flatten(events)
+    flat = [e for e in events if type(e) is dict]
+    if len(flat) != len(events):  # [action, observation] pairs, or something else
+        flat = _flatten(events)
     text_log: bool | None = None  # whether the agent acts only through text (see _text_step)
     text_steps: set[int] = set()  # indexes of steps whose action came from a message's text
     steps: list[dict[str, Any]] = []
     by_id: dict[Any, dict[str, Any]] = {}
     waiting: list[dict[str, Any]] = []  # actions still without an observation, oldest first
     info: dict[str, Any] = {"instruction": instruction}
-    starts: dict[int, datetime] = {}
     pending_user: list[str] = []
     seen_user = False
     for e in flat:
-        src = e.get("source")
         x = e.get("extras")
         if "model" in e or (type(x) is dict and not _DECLARING.isdisjoint(x)):
             _declared(e, info)  # (an observation's extras seldom declare anything)
-        if "action" in e:
+        name = e.get("action", _ABSENT)
+        if name is not _ABSENT:
             # type(...) is checks inline: this loop runs for every event of every log
-            name = e.get("action")
             if type(name) is not str:
                 name = as_str(name)
             args = e.get("args")
@@ -376,6 +403,7 @@ def convert_events(
                 continue
             if name == "message":
                 text = as_str(args.get("content", e.get("message")))
+                src = e.get("source")
                 if src == "user" or (src is None and not steps and not seen_user):
                     if not seen_user:  # the task itself
                         seen_user = True
@@ -385,7 +413,7 @@ def convert_events(
                             info["task_id"] = as_str(args["task_id"])
                         continue
                     last = steps[-1] if steps else None
-                    if last is not None and last["action"] is None and last["observation"] is None:
+                    if last is not None and "action" not in last and last["observation"] is None:
                         last["observation"] = {"output": text}  # the user's reply to the message
                     elif (
                         last is not None
@@ -403,12 +431,14 @@ def convert_events(
                         text_log = not any(_acts_through_tools(x) for x in flat)
                     s = _text_step(len(steps), text, args, e.get("timestamp"), text_log)
                 if s is None:
-                    s = step(
+                    thought = args.get("thought", "")
+                    s = _new_step(
                         len(steps),
-                        message=text,
-                        thought=args.get("thought", ""),
-                        timestamp=e.get("timestamp"),
-                    ).__dict__
+                        thought if type(thought) is str else as_str(thought),
+                        None,
+                        text,
+                        _step_time(e.get("timestamp")),
+                    )
                 else:
                     text_steps.add(s["index"])
                     if s["action"]["tool"] != INVALID_ACTION_TOOL:  # a command that may run
@@ -419,18 +449,22 @@ def convert_events(
                     tcm = _as_dict(tcm)
                 tool, params = _action(name, args, tcm)
                 thought = args.get("thought")
-                if thought is None and tcm:  # the model's text that came with the tool call
-                    for ch in as_list(as_dict(tcm.get("model_response")).get("choices")):
-                        if isinstance(ch, dict) and isinstance(ch.get("message"), dict):
-                            thought = ch["message"].get("content")
-                        break
-                p = c = model = None
-                resp = tcm.get("model_response") if tcm else None
-                if type(resp) is dict:
-                    model = resp.get("model")
-                    u = resp.get("usage")
-                    if type(u) is dict:
-                        p, c = u.get("prompt_tokens"), u.get("completion_tokens")
+                p = c = model = call_id = None
+                if tcm:
+                    resp = tcm.get("model_response")
+                    if thought is None and isinstance(resp, dict):
+                        # the model's text that came with the tool call
+                        choices = resp.get("choices")
+                        if isinstance(choices, list) and choices:
+                            ch = choices[0]
+                            if isinstance(ch, dict) and isinstance(ch.get("message"), dict):
+                                thought = ch["message"].get("content")
+                    if type(resp) is dict:
+                        model = resp.get("model")
+                        u = resp.get("usage")
+                        if type(u) is dict:
+                            p, c = u.get("prompt_tokens"), u.get("completion_tokens")
+                    call_id = tcm.get("tool_call_id")
                 if model and not info.get("model"):
                     info["model"] = as_str(model)
                 if name in ("finish", "reject"):
@@ -448,48 +482,55 @@ def convert_events(
                         params["outputs"] = args["outputs"]
                     if args.get("task_completed") is not None:
                         params["task_completed"] = args["task_completed"]
-                call_id = tcm.get("tool_call_id") if tcm else None
                 if type(tool) is str and type(params) is dict and type(call_id) in (str, NoneType):
                     call = {"tool": tool, "params": params}
                     if call_id is not None:
                         call["call_id"] = call_id
                 else:
                     call = fields_of(tool_call(tool, params, call_id))
-                if type(p) is int and type(c) is int:
+                if p is None and c is None:
+                    use = None
+                elif type(p) is int and type(c) is int:
                     use = {"prompt_tokens": p, "completion_tokens": c}
                 else:
                     use = usage(p, c)
                     if use is not None:
                         use = fields_of(use)
-                s = {  # every Step field, inlined: this runs for every action of every log
-                    "index": len(steps),
-                    "thought": thought if type(thought) is str else as_str(thought),
-                    "action": call,
-                    "message": None,
-                    "observation": None,
-                    "reward": None,
-                    "usage": use,
-                    "token_ids": None,
-                    "logprobs": None,
-                    "timestamp": _time(e.get("timestamp")),
-                    "duration_s": None,
-                    "metadata": {},
-                }
+                ts = _time(e.get("timestamp"))
+                # _new_step, inlined: this runs for every action of every log
+                if ts is None:
+                    s = {
+                        "index": len(steps),
+                        "thought": thought if type(thought) is str else as_str(thought),
+                        "action": call,
+                        "observation": None,
+                        "usage": use,
+                        "duration_s": None,
+                        "metadata": {},
+                    }
+                else:
+                    s = {
+                        "index": len(steps),
+                        "thought": thought if type(thought) is str else as_str(thought),
+                        "action": call,
+                        "observation": None,
+                        "usage": use,
+                        "timestamp": ts,
+                        "duration_s": None,
+                        "metadata": {},
+                    }
                 waiting.append(s)
             if pending_user:
                 s["metadata"]["user_message"] = "\n".join(pending_user)
                 pending_user.clear()
-            ts = s["timestamp"]
-            if ts is not None:
-                starts[s["index"]] = ts
             steps.append(s)
             eid = e.get("id")
-            if isinstance(eid, int | str):
+            if isinstance(eid, _ID):
                 by_id[eid] = s
             continue
-        if "observation" not in e:
+        kind = e.get("observation", _ABSENT)
+        if kind is _ABSENT:
             continue
-        kind = e.get("observation")
         if type(kind) is not str:
             kind = as_str(kind)
         if kind in _SKIP_OBS:
@@ -501,19 +542,21 @@ def convert_events(
                     )
             continue
         cause = e.get("cause")
-        target = by_id.get(cause) if isinstance(cause, int | str) else None
+        target = by_id.get(cause) if isinstance(cause, _ID) else None
         if target is None or target["observation"] is not None:
             target = waiting[0] if waiting else None
         if target is None:
             continue
-        for i, w in enumerate(waiting):
-            if w is target:
-                del waiting[i]
-                break
+        if waiting[0] is target:
+            del waiting[0]
+        else:
+            _drop(waiting, target)
         extras = x
         if type(extras) is not dict:
             extras = e if extras is None else _as_dict(extras)
-        content = e.get("content", extras.get("content"))
+        content = e.get("content", _ABSENT)
+        if content is _ABSENT:
+            content = extras.get("content")
         if kind == "error":
             target["observation"] = fields_of(
                 observation(content, None, as_str(content) or "error")
@@ -533,14 +576,15 @@ def convert_events(
             if code is not None:
                 obs["exit_code"] = code
             target["observation"] = obs
-        t_end = _time(e.get("timestamp"))
-        t0 = starts.get(target["index"])
-        if t_end is not None and t0 is not None and (t_end.tzinfo is None) == (t0.tzinfo is None):
-            target["duration_s"] = max((t_end - t0).total_seconds(), 0.0)
+        t0 = target.get("timestamp")
+        if t0 is not None:
+            t_end = _time(e.get("timestamp"))
+            if t_end is not None and (t_end.tzinfo is None) == (t0.tzinfo is None):
+                target["duration_s"] = max((t_end - t0).total_seconds(), 0.0)
     if pending_user and steps:
         steps[-1]["metadata"]["user_message_after"] = "\n".join(pending_user)
     if costs:
-        agent_steps = [s for s in steps if s["action"] is not None or s["message"] is not None]
+        agent_steps = [s for s in steps if "action" in s or "message" in s]
         if len(costs) == len(agent_steps):  # one LLM call per step: spread the per-call costs
             for s, cost in zip(agent_steps, costs, strict=True):
                 if type(cost) is not float:
@@ -561,18 +605,18 @@ def _step_models(steps: list[dict[str, Any]]) -> list[Step]:
     """:func:`convert_events` steps as models."""
     out = []
     for d in steps:
-        a, o, u = d["action"], d["observation"], d["usage"]
+        a, o, u = d.get("action"), d["observation"], d["usage"]
         if a is not None:
-            d["action"] = _build(
+            a = _build(
                 ToolCall, {"tool": a["tool"], "params": a["params"], "call_id": a.get("call_id")}
             )
         if o is not None:
-            d["observation"] = _build(
+            o = _build(
                 Observation,
                 {"output": o["output"], "exit_code": o.get("exit_code"), "error": o.get("error")},
             )
         if u is not None:
-            d["usage"] = _build(
+            u = _build(
                 Usage,
                 {
                     "prompt_tokens": u.get("prompt_tokens"),
@@ -580,7 +624,25 @@ def _step_models(steps: list[dict[str, Any]]) -> list[Step]:
                     "cost_usd": u.get("cost_usd"),
                 },
             )
-        out.append(_build(Step, d))
+        out.append(
+            _build(
+                Step,
+                {
+                    "index": d["index"],
+                    "thought": d["thought"],
+                    "action": a,
+                    "message": d.get("message"),
+                    "observation": o,
+                    "reward": None,
+                    "usage": u,
+                    "token_ids": None,
+                    "logprobs": None,
+                    "timestamp": d.get("timestamp"),
+                    "duration_s": d["duration_s"],
+                    "metadata": d["metadata"],
+                },
+            )
+        )
     return out
 
 
@@ -588,16 +650,13 @@ def _step_documents(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """:func:`convert_events` steps as their JSON documents (``None`` fields left out; in
     place, which costs half of building new dicts)."""
     for d in steps:
-        for k in _OPTIONAL:
-            if d[k] is None:
-                del d[k]
+        if d["observation"] is None:
+            del d["observation"]
+        if d["usage"] is None:
+            del d["usage"]
+        if d["duration_s"] is None:
+            del d["duration_s"]
     return steps
-
-
-# the Step fields that may be None (index, thought and metadata never are)
-_OPTIONAL = tuple(
-    k for k, f in Step.model_fields.items() if not f.is_required() and f.default is None
-)
 
 
 def _finish_outcome(info: dict[str, Any], **kw: Any) -> Any:
