@@ -345,17 +345,24 @@ def _iter_session(
     writer: _Writer | None = None,
 ) -> Iterator[Converted | Encoded | Rejected]:
     clean, hits = _clean(data, redact)
-    objs: list[Any] = []
+    lines = clean.split(b"\n")
     loads = orjson.loads
-    for lineno, raw in enumerate(clean.split(b"\n"), 1):
-        if not raw or raw.isspace():  # what `not raw.strip()` says, without the copy
-            continue
-        try:
-            objs.append(loads(raw))
-        except orjson.JSONDecodeError as e:
-            yield Rejected(
-                path, lineno, f"line is not valid JSON ({e}); the rest of the session is kept", raw
-            )
+    try:  # every line at once; a line that is not JSON sends the file through the loop below
+        objs = [loads(raw) for raw in lines if raw and not raw.isspace()]
+    except orjson.JSONDecodeError:
+        objs = []
+        for lineno, raw in enumerate(lines, 1):
+            if not raw or raw.isspace():  # what `not raw.strip()` says, without the copy
+                continue
+            try:
+                objs.append(loads(raw))
+            except orjson.JSONDecodeError as e:
+                yield Rejected(
+                    path,
+                    lineno,
+                    f"line is not valid JSON ({e}); the rest of the session is kept",
+                    raw,
+                )
     if objs:
         yield _convert_one(adapter, objs, path, None, clean, hits, writer)
     elif not clean.strip():

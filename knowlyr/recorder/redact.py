@@ -398,7 +398,7 @@ def _is_pii(kind: str, value: bytes) -> bool:
 
 
 def _check_pii(pii: Iterable[str] | str | None) -> tuple[str, ...]:
-    if pii is None:
+    if not pii:  # None, "", (): every log's redaction asks, most with none
         return ()
     names = [x.strip().lower() for x in (pii.split(",") if isinstance(pii, str) else pii)]
     names = [x for x in names if x]

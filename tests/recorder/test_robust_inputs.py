@@ -199,3 +199,15 @@ def test_ingest_of_a_non_utf8_directory_with_nothing_usable_names_it(tmp_path: P
     res = runner.invoke(app, ["ingest", d, "--store", str(tmp_path / "store")])
     assert res.exit_code == 1 and not isinstance(res.exception, UnicodeError), res.output
     assert "nothing was recorded from" in res.output and "dir-\\xff" in res.output
+
+
+def test_a_walk_yields_files_in_the_order_sorted_paths_have(tmp_path: Path) -> None:
+    # names around the separator: a plain string sort puts "a-b/x" before "a/b" ("-" < "/"),
+    # sorted paths compare part by part ("a" < "a-b")
+    names = ["a/b.json", "a-b/x.json", "a.json", "a/a/z.json", "A.json", "a b/c.json", "ab.json"]
+    for n in names:
+        (tmp_path / n).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / n).write_bytes(b"[]")
+    files = list(iter_files([tmp_path]))
+    assert files == sorted(tmp_path / n for n in names)
+    assert files != sorted(files, key=str)  # the tree does tell the two orders apart
