@@ -36,16 +36,18 @@ def _records(
     redact,
     workers: int,
     *,
-    encoded: bool = False,
+    output: Path | None = None,
     skipped: list[Path] | None = None,
 ):
-    """iter_records (iter_encoded with ``encoded``) with a rich progress bar over files when a
-    directory is given and stderr is a terminal; files a walk skips for their suffix are added
-    to ``skipped``."""
-    from knowlyr.errors import UnknownFormatError
-    from knowlyr.recorder import iter_encoded, iter_files, iter_records
+    """iter_records (write_jsonl into ``output`` when given) with a rich progress bar over
+    files when a directory is given and stderr is a terminal; files a walk skips for their
+    suffix are added to ``skipped``."""
+    from functools import partial
 
-    each = iter_encoded if encoded else iter_records
+    from knowlyr.errors import UnknownFormatError
+    from knowlyr.recorder import iter_files, iter_records, write_jsonl
+
+    each = iter_records if output is None else partial(write_jsonl, output=output)
 
     try:
         if fmt is not None:
@@ -125,7 +127,7 @@ def convert_cmd(
 
     import orjson
 
-    from knowlyr.recorder import Encoded, shown_path
+    from knowlyr.recorder import Written, shown_path
     from knowlyr.recorder.redact import redaction_policy
 
     try:
@@ -140,18 +142,12 @@ def convert_cmd(
     counts: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
     reasons: list[str] = []
-    # 1 MB of buffer: a trajectory line (~15 KB) is copied into it, not written by itself
-    with (
-        open(output, "wb", buffering=1 << 20) as out,
-        open(side, "wb") as rej,
-        open(audit, "wb") as aud,
-    ):
-        for r in _records(paths, fmt, policy, workers, encoded=True, skipped=skipped):
+    with open(side, "wb") as rej, open(audit, "wb") as aud:
+        for r in _records(paths, fmt, policy, workers, output=output, skipped=skipped):
             counts["read"] += 1
-            if isinstance(r, Encoded):
+            if isinstance(r, Written):
                 counts["converted"] += 1
                 counts[f"format:{r.format}"] += 1
-                out.write(r.json + b"\n")
                 for x in r.redactions:
                     kinds[x.kind] += 1
                     row = {"path": r.path, "line": r.line, "trajectory": r.id, **x.to_dict()}

@@ -21,6 +21,7 @@ from knowlyr.recorder.base import (
     unregister_adapter,
 )
 from knowlyr.recorder.files import detect_format, iter_files, shown_path
+from knowlyr.recorder.jsonl import Written, write_jsonl
 from knowlyr.recorder.pipeline import (
     Converted,
     ConvertReport,
@@ -48,6 +49,7 @@ __all__ = [
     "Redaction",
     "RedactionPolicy",
     "Rejected",
+    "Written",
     "convert",
     "detect_format",
     "get_adapter",
@@ -61,4 +63,5 @@ __all__ = [
     "register_adapter",
     "shown_path",
     "unregister_adapter",
+    "write_jsonl",
 ]

@@ -42,7 +42,7 @@ from knowlyr.recorder.files import (
     _ReadError,
     _sniff,
     _unknown,
-    iter_files,
+    _walk,
     shown_path,
 )
 from knowlyr.recorder.redact import (
@@ -571,7 +571,7 @@ def iter_records(
     if workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
     redact = redaction_policy(redact)
-    files = list(iter_files(paths, on_skip=on_skip))
+    files = list(_walk(paths, on_skip))
     n = workers or auto_workers()
     if n > 1:
         from knowlyr.recorder import pool
@@ -580,9 +580,10 @@ def iter_records(
             yield from pool.iter_pool(files, format, redact, n, progress)
             return
     for p in files:
-        yield from _iter_file(p, format, redact)
+        path = Path(p)
+        yield from _iter_file(path, format, redact)
         if progress is not None:
-            progress(p)
+            progress(path)
 
 
 def iter_encoded(
@@ -617,7 +618,7 @@ def iter_encoded(
     if workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
     redact = redaction_policy(redact)
-    files = list(iter_files(paths, on_skip=on_skip))
+    files = list(_walk(paths, on_skip))
     n = workers or auto_workers(encoded=True)
     if n > 1:
         from knowlyr.recorder import pool
@@ -629,9 +630,10 @@ def iter_encoded(
             return
     writer = _Writer(put_raw)
     for p in files:
-        yield from _iter_file(p, format, redact, writer)
+        path = Path(p)
+        yield from _iter_file(path, format, redact, writer)
         if progress is not None:
-            progress(p)
+            progress(path)
 
 
 @paused()

@@ -8,7 +8,8 @@ not once per log. A worker packs each file's results as soon as it has converted
 ``[(path, bytes), ...]`` list per unit; the parent rebuilds the trajectories without
 re-validation and yields them in file order. For :func:`~knowlyr.recorder.iter_encoded` a
 worker serialises each trajectory itself and sends its JSON, which the parent passes on as
-it is.
+it is; for :func:`~knowlyr.recorder.write_jsonl` it writes the JSON lines of its unit to a
+file of the unit's own and sends only what the caller counts (:class:`Written`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import itertools
 import math
 import multiprocessing
 import os
@@ -35,6 +37,7 @@ from knowlyr._gc import paused
 from knowlyr.errors import RecordError
 from knowlyr.recorder.base import get_adapter
 from knowlyr.recorder.files import _first_line_obj, _is_gz, _is_lines, _sniff
+from knowlyr.recorder.jsonl import Written, _lines
 from knowlyr.recorder.pipeline import (
     Converted,
     Encoded,
@@ -53,26 +56,34 @@ _BATCH_BYTES = 4 << 20  # ... or fewer when they add up to more than this
 _MIN_FILES = 200  # below this (and no big JSONL), starting processes costs more than it saves
 
 
-def worth_it(files: list[Path]) -> bool:
+def worth_it(files: list[str]) -> bool:
     """Whether a pool beats converting ``files`` in this process."""
     return len(files) >= _MIN_FILES or any(_chunkable(p) for p in files)
 
 
-def _pack(results: Iterable[Converted | Encoded | Rejected]) -> bytes:
+def _pack(results: Iterable[Converted | Encoded | Written | Rejected]) -> bytes:
     """One file's (or JSONL slice's) results as one pickled blob of plain data: trajectories
-    to rebuild, or with a :class:`_Writer` their rows."""
+    to rebuild, or with a :class:`_Writer` their rows (or, written, what :class:`Written`
+    holds)."""
     out: list[tuple] = []
     for r in results:
         if isinstance(r, Rejected):
             out.append((None, r.path, r.line, r.reason, r.raw))
         elif isinstance(r, Encoded):
             out.append((r.row, r.line, r.redactions))
+        elif isinstance(r, Written):
+            out.append((r.id, r.format, r.path, r.line, r.redactions))
         else:
             out.append((pack_trajectory(r.trajectory), r.raw, r.redactions))
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _unpack(blob: bytes, encoded: bool = False) -> list[Any]:
+def _unpack(blob: bytes, encoded: bool = False, written: bool = False) -> list[Any]:
+    if written:
+        return [
+            Rejected(p[1], p[2], p[3], p[4]) if p[0] is None else Written(*p)
+            for p in pickle.loads(blob)
+        ]
     if encoded:
         return [
             Rejected(p[1], p[2], p[3], p[4]) if p[0] is None else Encoded(p[0], p[1], p[2])
@@ -137,27 +148,35 @@ def _worker_init(parent: int | None = None) -> None:
 
 
 def _work_files(
-    args: tuple[list[str], str | None, bool, _Writer | None],
+    args: tuple[list[str], str | None, bool, _Writer | None, str | None],
 ) -> list[tuple[str, bytes]]:
     """Convert a batch of files; each file's results are packed as soon as they are made, so
-    a worker holds one file's objects at a time."""
-    paths, fmt, redact, writer = args
-    return [(p, _pack(_iter_file(Path(p), fmt, redact, writer))) for p in paths]
+    a worker holds one file's objects at a time. With a ``part`` file, the trajectories' JSON
+    lines are written there (:func:`~knowlyr.recorder.jsonl._lines`)."""
+    paths, fmt, redact, writer, part = args
+    if part is None:
+        return [(p, _pack(_iter_file(Path(p), fmt, redact, writer))) for p in paths]
+    with open(part, "wb", buffering=1 << 20) as out:
+        return [(p, _pack(_lines(_iter_file(Path(p), fmt, redact, writer), out))) for p in paths]
 
 
 def _work_lines(
-    args: tuple[str, str, int, int, int, bool, _Writer | None],
+    args: tuple[str, str, int, int, int, bool, _Writer | None, str | None],
 ) -> list[tuple[str, bytes]]:
     """Convert a slice of a JSONL file, read here (the parent only sends where it is)."""
-    path, fmt, first_line, offset, length, redact, writer = args
+    path, fmt, first_line, offset, length, redact, writer, part = args
     with open(path, "rb") as f:
         f.seek(offset)
         lines = f.read(length).split(b"\n")
     adapter = get_adapter(fmt)
-    return [(path, _pack(_iter_lines(adapter, path, lines, first_line, redact, writer)))]
+    results = _iter_lines(adapter, path, lines, first_line, redact, writer)
+    if part is None:
+        return [(path, _pack(results))]
+    with open(part, "wb", buffering=1 << 20) as out:
+        return [(path, _pack(_lines(results, out)))]
 
 
-def _chunkable(p: Path, size: int | None = None) -> bool:
+def _chunkable(p: str, size: int | None = None) -> bool:
     """A big plain JSONL file (``size``: its size when a regular file, else None)."""
     if not _is_lines(p) or _is_gz(p):
         return False
@@ -166,7 +185,7 @@ def _chunkable(p: Path, size: int | None = None) -> bool:
     return size is not None and size > _CHUNK_BYTES
 
 
-def _size(p: Path) -> int | None:
+def _size(p: str) -> int | None:
     """The size of a regular file; None for anything else (missing, a directory...)."""
     try:
         st = os.stat(p)
@@ -179,7 +198,7 @@ Unit = tuple[Callable[[Any], list[tuple[str, bytes]]], tuple]
 
 
 def _units(
-    files: list[Path], fmt: str | None, redact: bool, per_batch: int, writer: _Writer | None
+    files: list[str], fmt: str | None, redact: bool, per_batch: int, writer: _Writer | None
 ) -> Iterator[Unit]:
     """Work units: batches of whole files, and ~1 MB slices of line-per-record JSONL files."""
     batch: list[str] = []
@@ -197,7 +216,7 @@ def _units(
                     batch, size = [], 0
                 yield from _slices(p, a.name, redact, writer)
                 continue
-        batch.append(str(p))
+        batch.append(p)
         size += n or 0
         if len(batch) >= per_batch or size >= _BATCH_BYTES:
             yield _work_files, (batch, fmt, redact, writer)
@@ -206,10 +225,9 @@ def _units(
         yield _work_files, (batch, fmt, redact, writer)
 
 
-def _slices(p: Path, fmt: str, redact: bool, writer: _Writer | None) -> Iterator[Unit]:
+def _slices(p: str, fmt: str, redact: bool, writer: _Writer | None) -> Iterator[Unit]:
     """~1 MB slices of a JSONL file, cut at line ends: (first line number, offset, length).
     The file is read here only to find the cuts and count lines, block by block."""
-    sp = str(p)
     line, start = 1, 0
     with open(p, "rb") as f:
         rest = b""
@@ -217,14 +235,14 @@ def _slices(p: Path, fmt: str, redact: bool, writer: _Writer | None) -> Iterator
             block = f.read(_CHUNK_BYTES)
             if not block:
                 if rest:
-                    yield _work_lines, (sp, fmt, line, start, len(rest), redact, writer)
+                    yield _work_lines, (p, fmt, line, start, len(rest), redact, writer)
                 break
             block = rest + block
             cut = block.rfind(b"\n")
             if cut < 0:
                 rest = block
                 continue
-            yield _work_lines, (sp, fmt, line, start, cut, redact, writer)
+            yield _work_lines, (p, fmt, line, start, cut, redact, writer)
             line += block.count(b"\n", 0, cut) + 1
             start += cut + 1
             rest = block[cut + 1 :]
@@ -240,7 +258,7 @@ def _context() -> multiprocessing.context.BaseContext | None:
 
 
 def iter_pool(
-    files: list[Path],
+    files: list[str],
     fmt: str | None,
     redact: bool,
     workers: int,
@@ -248,11 +266,14 @@ def iter_pool(
     *,
     encoded: bool = False,
     put_raw: Callable[..., object] | None = None,
-) -> Iterator[Converted | Encoded | Rejected]:
+    parts: tuple[str, Callable[[str], None]] | None = None,
+) -> Iterator[Converted | Encoded | Written | Rejected]:
     """What :func:`~knowlyr.recorder.iter_records` yields (or, with ``encoded``,
-    :func:`~knowlyr.recorder.iter_encoded`), converted by ``workers`` processes."""
-    writer = _Writer(put_raw) if encoded else None
-    path_of = {str(p): p for p in files}
+    :func:`~knowlyr.recorder.iter_encoded`), converted by ``workers`` processes. With
+    ``parts = (folder, append)``, what :func:`~knowlyr.recorder.write_jsonl` yields: each unit
+    writes its JSON lines to a file in ``folder``, given to ``append`` (in order) before the
+    unit's records are yielded."""
+    writer = _Writer(put_raw) if encoded or parts else None
     # a few units per worker at least, so that no worker waits on a last big batch
     per_batch = max(1, min(_BATCH_FILES, math.ceil(len(files) / (workers * 4))))
     # lazy: big JSONL files are read slice by slice
@@ -263,14 +284,16 @@ def iter_pool(
         initargs=(os.getpid(),),
         mp_context=_context(),
     ) as pool:
-        pending: deque[Any] = deque()
+        pending: deque[tuple[Any, str | None]] = deque()
+        numbers = itertools.count()
 
         def submit_next() -> bool:
             nxt = next(units, None)
             if nxt is None:
                 return False
             fn, args = nxt
-            pending.append(pool.submit(fn, args))
+            part = None if parts is None else os.path.join(parts[0], f"{next(numbers)}.jsonl")
+            pending.append((pool.submit(fn, (*args, part)), part))
             return True
 
         more = True
@@ -278,13 +301,16 @@ def iter_pool(
             more = submit_next()
         last: str | None = None
         while pending:
-            groups = pending.popleft().result()
+            future, part = pending.popleft()
+            groups = future.result()
             if more:
                 more = submit_next()
+            if part is not None:
+                parts[1](part)
             for p, blob in groups:
                 if progress is not None and last is not None and p != last:
-                    progress(path_of[last])  # a file's groups are consecutive: it is done
+                    progress(Path(last))  # a file's groups are consecutive: it is done
                 last = p
-                yield from _unpack(blob, encoded)
+                yield from _unpack(blob, encoded, parts is not None)
         if progress is not None and last is not None:
-            progress(path_of[last])
+            progress(Path(last))

@@ -18,7 +18,7 @@ import multiprocessing, sys, time
 from pathlib import Path
 from knowlyr.recorder.pool import iter_pool
 
-files = sorted(Path(sys.argv[1]).glob("*.json"))
+files = sorted(str(p) for p in Path(sys.argv[1]).glob("*.json"))
 it = iter_pool(files, None, False, 2, None)
 next(it)
 print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
