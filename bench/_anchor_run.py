@@ -11,9 +11,10 @@ Jobs (``ARGS`` in brackets):
 
 * ``convert`` [LOG_DIR OUT]: logs -> trajectory JSONL. Original: ``Recorder(OpenHandsAdapter())
   .convert_batch`` (models, section ``models``), then one ``model_dump_json`` line each
-  (section ``write``). Ours ``convert-1p`` / ``convert-2w``: ``iter_encoded`` with 1 / 2
-  workers, lines written (section ``convert``); ``convert-models``: ``iter_records`` with
-  1 worker, every Trajectory built (section ``models``, nothing written).
+  (section ``write``). Ours ``convert-1p`` / ``convert-2w``: ``write_jsonl`` (what
+  ``knowlyr record convert`` runs) with 1 / 2 workers (section ``convert``);
+  ``convert-models``: ``iter_records`` with 1 worker, every Trajectory built (section
+  ``models``, nothing written).
 * ``reward`` [TRAJ_JSONL N]: the first N trajectories loaded (section ``load``), scored by the
   rule layer through the reward engine (``engine``), then by the rules alone (``rules``).
   Original: ``RewardEngine(RewardConfig(rule_weight=1, model_weight=0))`` on the dicts its hub
@@ -270,20 +271,18 @@ def original(job: str, args: list[str]) -> dict:
 
 def ours(job: str, args: list[str]) -> dict:
     if job in ("convert-1p", "convert-2w", "prep-convert"):
-        from knowlyr.recorder import Encoded, iter_encoded
+        from knowlyr.recorder import Written, write_jsonl
 
         paths = args[1:] if job == "prep-convert" else [args[0]]
         out = args[0] if job == "prep-convert" else args[1]
         workers = 1 if job == "convert-1p" else 2
         n = rejected = 0
         t0 = time.perf_counter()
-        with open(out, "wb") as f:
-            for r in iter_encoded(paths, format="openhands", workers=workers):
-                if isinstance(r, Encoded):
-                    f.write(r.json + b"\n")
-                    n += 1
-                else:
-                    rejected += 1
+        for r in write_jsonl(paths, out, format="openhands", workers=workers):
+            if isinstance(r, Written):
+                n += 1
+            else:
+                rejected += 1
         t1 = time.perf_counter()
         return {"sections": {"convert": t1 - t0}, "trajectories": n, "rejected": rejected}
     if job == "convert-models":

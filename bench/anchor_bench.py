@@ -16,7 +16,7 @@ for ours).
 Stages (``--stages a,b``; default all):
 
 * ``convert-1p``: logs -> trajectory JSONL, one process (original: ``Recorder.convert_batch``
-  + one ``model_dump_json`` line each; ours: ``iter_encoded(workers=1)``);
+  + one ``model_dump_json`` line each; ours: ``write_jsonl(workers=1)``);
 * ``convert-2w``: ours with 2 workers (``knowlyr record convert``'s default on 2 CPUs) against
   the same original run (it has no workers);
 * ``convert-models``: logs -> models in memory (original: ``convert_batch``; ours:
