@@ -185,7 +185,7 @@ def _action(name: str, args: dict[str, Any], tcm: dict[str, Any]) -> tuple[str, 
     if name == "run_ipython":
         return "run_ipython", {"code": as_str(args.get("code"))}
     if fn == "str_replace_editor" or (
-        args.get("impl_source") == "oh_aci" and name in ("read", "edit")
+        name in ("read", "edit") and args.get("impl_source") == "oh_aci"
     ):
         params = _tool_args(tcm) if tcm else None
         if not params:
@@ -503,7 +503,14 @@ def convert_events(
                     use = usage(p, c)
                     if use is not None:
                         use = fields_of(use)
-                ts = _time(e.get("timestamp"))
+                ts = e.get("timestamp")  # _time(ts), inlined
+                if type(ts) is str:
+                    try:
+                        ts = _fromiso(ts)
+                    except ValueError:
+                        ts = None
+                elif ts is not None:
+                    ts = parse_time(ts)
                 # _new_step, inlined: this runs for every action of every log
                 if ts is None:
                     s = {
@@ -585,9 +592,17 @@ def convert_events(
             target["observation"] = obs
         t0 = target.get("timestamp")
         if t0 is not None:
-            t_end = _time(e.get("timestamp"))
+            t_end = e.get("timestamp")  # _time(t_end), inlined
+            if type(t_end) is str:
+                try:
+                    t_end = _fromiso(t_end)
+                except ValueError:
+                    t_end = None
+            elif t_end is not None:
+                t_end = parse_time(t_end)
             if t_end is not None and (t_end.tzinfo is None) == (t0.tzinfo is None):
-                target["duration_s"] = max((t_end - t0).total_seconds(), 0.0)
+                d = (t_end - t0).total_seconds()  # never -0.0: max(d, 0.0) without the call
+                target["duration_s"] = d if d > 0.0 else 0.0
     if pending_user and steps:
         steps[-1]["metadata"]["user_message_after"] = "\n".join(pending_user)
     if costs:
