@@ -23,10 +23,13 @@ that process's own):
 The last lines print the figure the budget names for both corpora, median of ``--repeat``
 interleaved runs, next to the baseline, with peak memory. The baseline only builds the
 objects (it writes nothing), so the ``encoded`` rows do more work than it does.
-``--profile`` adds where the CPU time of one log goes, stage by stage.
+``--profile`` adds where the CPU time of one log goes, part by part, next to the floor (what
+any converter does: read, redact, hash, parse, write); ``--profile-logs DIR`` prints only
+that, for the logs in DIR (the anchor bench's workload: ``.bench/anchor-work/*/logs/convert``).
 
 Usage:
     .venv/bin/python bench/recorder_bench.py [--n 10000] [--workers 2] [--repeat 3] [--profile] [--ingest]
+    .venv/bin/python bench/recorder_bench.py --profile-logs DIR
 """
 
 from __future__ import annotations
@@ -596,75 +599,93 @@ def _run_variant(variant: str, corpus: Path, workers: int) -> dict:
 # -- where the time goes (--profile) ----------------------------------------------------------
 
 
-def profile_stages(corpus: Path, n: int = 2000) -> None:
-    """Per-log CPU time of each stage of the conversion, on ``n`` generated event-list logs."""
+def profile_stages(files: list[Path]) -> None:
+    """Per-log CPU time of each part of converting ``files`` (OpenHands event logs: JSON
+    arrays, or one event per line) into trajectory JSONL, best of 5, and the floor: what any
+    converter of these logs does however little logic it has (read, redact, hash the raw log,
+    parse, content hash, write the JSON)."""
     import gc
     import hashlib
 
     import orjson
 
-    from knowlyr.recorder import iter_records
+    from knowlyr.recorder import write_jsonl
+    from knowlyr.recorder.adapters.openhands import convert_events
     from knowlyr.recorder.base import get_adapter
-    from knowlyr.recorder.pool import _pack, _unpack
-    from knowlyr.recorder.redact import redact_bytes
+    from knowlyr.recorder.redact import redaction_policy
+    from knowlyr.store.tables import document_row
+    from knowlyr.trajectory import document_id
 
-    files = sorted((corpus / "openhands").rglob("*.json"))[:n]
     adapter = get_adapter("openhands")
+    loads = orjson.loads
+
+    def parse(data: bytes, path: Path):
+        if path.suffix == ".jsonl":  # a session: one event per line
+            return [loads(x) for x in data.split(b"\n") if x and not x.isspace()]
+        return loads(data)
+
     datas = [p.read_bytes() for p in files]
-    docs = [orjson.loads(d) for d in datas]
-    trajs = [adapter.convert(d) for d in docs]
-    packed = [_pack(list(iter_records([p]))) for p in files[:500]]
+    events = [parse(d, p) for d, p in zip(datas, files, strict=True)]
+    docs = [adapter.document(e) for e in events]
+    for d, p in zip(docs, files, strict=True):
+        d["source"] = {"format": adapter.name, "path": str(p), "blob": "0" * 64}
+    rows = [document_row(d) for d in docs]
+    policy = redaction_policy(True)
     gc.collect()
     gc.freeze()
 
     def us(fn, xs) -> float:
         best = float("inf")
-        for _ in range(3):
+        for _ in range(5):
             t0 = time.process_time()
             for x in xs:
                 fn(x)
             best = min(best, time.process_time() - t0)
         return best / len(xs) * 1e6
 
-    rows = [
-        ("read the file", us(lambda p: p.read_bytes(), files)),
-        ("redact (one scan of the raw bytes)", us(redact_bytes, datas)),
-        ("sha256 of the raw log (source.blob)", us(lambda d: hashlib.sha256(d).digest(), datas)),
-        ("orjson.loads", us(orjson.loads, datas)),
-        ("adapter: events -> ~80 models, no hash", 0.0),
-        ("content hash (canonical JSON + sha256)", us(lambda t: t.content_hash(), trajs)),
-    ]
-    convert = us(adapter.convert, docs)
-    rows[4] = (rows[4][0], convert - rows[5][1])
-    from knowlyr.store.tables import document_row
+    def read(p: Path) -> bytes:
+        with open(p, "rb") as f:
+            return f.read()
 
-    documents = [adapter.document(d) for d in docs]
-    for d in documents:
-        d["source"] = {"format": adapter.name, "path": "x.json", "blob": "0" * 64}
-    writers = [
-        ("writers: adapter.document (hash included)", us(adapter.document, docs)),
-        ("writers: the document's JSON (orjson)", us(document_row, documents)),
-        ("(models: adapter + hash + to_json)", 0.0),
+    def content_hash(d: dict) -> str:
+        return document_id(d["task"]["task_id"], d["task"]["instruction"], d["steps"])
+
+    with open(os.devnull, "wb", buffering=1 << 20) as sink:
+        floor = [
+            ("read the file", us(read, files)),
+            ("redact (one scan of the raw bytes)", us(policy.redact_bytes, datas)),
+            (
+                "sha256 of the raw log (source.blob)",
+                us(lambda d: hashlib.sha256(d).digest(), datas),
+            ),
+            (
+                "parse (orjson, per line for .jsonl)",
+                us(lambda i: parse(datas[i], files[i]), range(len(files))),
+            ),
+            ("content hash (canonical JSON + sha256)", us(content_hash, docs)),
+            ("the document's JSON (orjson.dumps)", us(document_row, docs)),
+            ("write the line", us(lambda r: sink.write(r[12] + b"\n"), rows)),
+        ]
+    logic = [
+        ("events -> steps (convert_events)", us(convert_events, events)),
+        ("task, agent, outcome, step documents", us(adapter.document, events)),
     ]
-    rows.append(("= one process, end to end", us(lambda p: list(iter_records([p])), files)))
-    rows.append(
-        (
-            "pool: worker packs + pickles",
-            us(lambda p: _pack(list(iter_records([p]))), files[:500]) - rows[-1][1],
-        )
-    )
-    gc.disable()
-    rows.append(("pool: parent unpickles + rebuilds", us(_unpack, packed)))
-    gc.enable()
+    # adapter.document = convert_events + the rest + the content hash (a floor row)
+    logic[1] = (logic[1][0], logic[1][1] - logic[0][1] - floor[4][1])
+    out = Path(tempfile.mkdtemp(prefix="recorder_profile_")) / "out.jsonl"
+    e2e = us(lambda _: list(write_jsonl(files, out, workers=1)), [0]) / len(files)
+    shutil.rmtree(out.parent, ignore_errors=True)
+    total_floor = sum(v for _, v in floor)
+    print(f"\nwhere the CPU time of one log goes ({len(files):,} logs, best of 5, us per log):")
+    for name, v in floor:
+        print(f"  floor  {name:42} {v:7.1f}")
+    print(f"  = the floor{'':37} {total_floor:7.1f}")
+    for name, v in logic:
+        print(f"  logic  {name:42} {v:7.1f}")
+    rest = e2e - total_floor - sum(v for _, v in logic)
+    print(f"  other  {'walk, paths, generators, records (the rest)':42} {rest:7.1f}")
     print(
-        f"\nwhere the CPU time of one 20-step event-list log goes ({len(files):,} logs, best of 3):"
-    )
-    writers[2] = (writers[2][0], convert + us(lambda t: t.to_json(), trajs))
-    for name, v in rows + writers:
-        print(f"  {name:42} {v:7.1f} us")
-    print(
-        "  (with workers=N the total CPU per log is the one-process figure plus both pool rows "
-        "plus the pool's queues; N cores divide it)"
+        f"  = write_jsonl, one process, end to end{'':10} {e2e:7.1f}  ({e2e / total_floor:.2f}x the floor)"
     )
 
 
@@ -687,6 +708,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs of each variant (median kept)")
     ap.add_argument("--profile", action="store_true", help="also print where the time goes")
     ap.add_argument(
+        "--profile-logs",
+        type=Path,
+        metavar="DIR",
+        help="only print where the time goes, on the first 2,000 OpenHands event logs in DIR "
+        "(e.g. the anchor bench's .bench/anchor-work/data-*/logs/convert)",
+    )
+    ap.add_argument(
         "--ingest",
         action="store_true",
         help="also time ingesting into a fresh store (knowlyr.store.ingest, raw blobs and the "
@@ -698,6 +726,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.run:
         print(json.dumps(_run_variant(args.run, args.corpus, args.workers)))
+        return
+    if args.profile_logs:
+        profile_stages(sorted(args.profile_logs.rglob("*.json*"))[:2000])
         return
     tmp = None
     root = args.dir
@@ -818,7 +849,7 @@ def main() -> None:
             "(its own and its workers'), so it depends less on what else the machine is doing."
         )
         if args.profile:
-            profile_stages(root / "files")
+            profile_stages(sorted((root / "files" / "openhands").rglob("*.json"))[:2000])
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
