@@ -109,7 +109,7 @@ def write_jsonl(
             from knowlyr.recorder import pool
 
             if pool.worth_it(files):
-                parts = tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent)
+                parts = _parts_folder(output)
                 try:
                     yield from pool.iter_pool(
                         files, format, redact, n, progress, parts=(parts, _appender(out))
@@ -123,6 +123,16 @@ def write_jsonl(
             yield from _lines(_iter_file(path, format, redact, writer), out)
             if progress is not None:
                 progress(path)
+
+
+def _parts_folder(output: Path) -> str:
+    """A new folder for the units' files: beside the output (the same file system, where the
+    kernel copies fastest), else (``-o /dev/stdout``, a folder this user cannot write to) in
+    the system's temporary folder."""
+    try:
+        return tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent)
+    except OSError:
+        return tempfile.mkdtemp(prefix="knowlyr-jsonl-")
 
 
 _copy_range = getattr(os, "copy_file_range", None)  # Linux

@@ -3,7 +3,9 @@ one process and with workers that write their units' lines to files of their own
 
 from __future__ import annotations
 
+import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,16 @@ def test_bad_arguments_fail_before_anything_is_written(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="workers must be >= 0, got -1"):
         next(write_jsonl([tmp_path], tmp_path / "out.jsonl", workers=-1))
     assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_the_output_may_be_a_pipe(logs: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(pool_mod, "_MIN_FILES", 1)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    _written(logs, fifo, 2)  # the kernel copies to regular files only: here through this process
+    reader.join(timeout=60)
+    assert got == [_expected(logs)[0]]
