@@ -71,30 +71,24 @@ def _load_trajectories(inputs: list[Path], store: str | None) -> list:
     return out
 
 
-def _documents(inputs: list[Path], store: str | None) -> Iterator[dict]:
-    """The trajectories of JSONL files (validated as the model validates them, no model
-    built: :func:`knowlyr.store._documents.validate_document`) and of a store (stored documents, validated when
-    they were written), one at a time: an export streams them."""
-    import orjson
-
-    from knowlyr.store._documents import validate_document
-
+def _check_inputs(inputs: list[Path]) -> None:
     for path in inputs:
         if not path.is_file():
             why = "is not a file" if path.exists() else "does not exist"
             raise _usage("INPUT", f"{path} {why}; pass JSONL files of trajectories")
-    for path in inputs:
-        with path.open("rb") as f:
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        yield validate_document(orjson.loads(line))
-                    except Exception as e:
-                        raise _usage(
-                            "INPUT",
-                            f"{path}:{n}: not a trajectory ({_first_error(e)}); pass JSONL "
-                            "files of trajectories (`knowlyr record convert` writes them)",
-                        ) from e
+
+
+def _documents(inputs: list[Path], store: str | None) -> Iterator[dict]:
+    """The trajectories of JSONL files (validated as the model validates them, no model
+    built: :func:`knowlyr.export.sft_files.jsonl_documents`; a bad line raises a
+    ``RecordError`` naming it) and of a store (stored documents, validated when they were
+    written), one at a time: an export streams them."""
+    import orjson
+
+    from knowlyr.export.sft_files import jsonl_documents
+
+    _check_inputs(inputs)
+    yield from jsonl_documents(inputs)
     if store is not None:
         lf = _store(store).scan("trajectories").select("data")
         for chunk in lf.collect_batches(chunk_size=256):
@@ -104,11 +98,9 @@ def _documents(inputs: list[Path], store: str | None) -> Iterator[dict]:
 
 def _first_error(e: Exception) -> str:
     """The first line of an error (a pydantic error's first failing field and why)."""
-    errors = getattr(e, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        return f"{'.'.join(map(str, first['loc'])) or '<root>'}: {first['msg']}"
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
+    from knowlyr.export.sft_files import first_error
+
+    return first_error(e)
 
 
 def _finish(
@@ -176,7 +168,9 @@ def export_sft_cmd(
     name: str | None = _NAME,
 ) -> None:
     """Multi-turn SFT conversations with a tools column (TRL SFTTrainer format)."""
+    from knowlyr.errors import RecordError
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_sft, save_sft
+    from knowlyr.export.sft_files import save_sft_files
 
     kw = {
         "system_prompt": system_prompt or DEFAULT_SYSTEM_PROMPT,
@@ -186,10 +180,22 @@ def export_sft_cmd(
         "chunk_overlap": chunk_overlap,
         "validated": True,
     }
-    docs = _documents(inputs or [], store)
-    with paused():  # no cycles are built: see knowlyr._gc
-        # streamed into the folder, unless the rows also go to a store (from the dataset)
-        result = export_sft(docs, **kw) if to_store else save_sft(docs, output, **kw)
+    inputs = inputs or []
+    _check_inputs(inputs)
+    try:
+        with paused():  # no cycles are built: see knowlyr._gc
+            # streamed into the folder, unless the rows also go to a store (from the dataset)
+            if to_store:
+                result = export_sft(_documents(inputs, store), **kw)
+            elif store is None and inputs:  # the files alone: parsed on every core
+                result = save_sft_files(inputs, output, **kw)
+            else:
+                result = save_sft(_documents(inputs, store), output, **kw)
+    except RecordError as e:
+        raise _usage(
+            "INPUT",
+            f"{e}; pass JSONL files of trajectories (`knowlyr record convert` writes them)",
+        ) from e
     n_in = result.card.params["input_trajectories"]
     if not n_in:
         raise _usage("INPUT", "no trajectories: pass JSONL files or --store")

@@ -165,81 +165,124 @@ class _Gathered:
         return _fingerprint(self.rows.row_ids, self.system_prompt, self.tools_json)
 
 
+@dataclass
+class _Part:
+    """What gathering one run of trajectories gave, rows aside (those are in its
+    :class:`_Rows`, or in the spill file of the worker process that sent this back)."""
+
+    n_in: int
+    n_rows: int
+    row_ids: list[str]
+    #: (tool, parameter names) -> the first such call's params, in order of first appearance
+    shapes: dict[tuple[str, tuple[str, ...]], dict[str, Any]]
+    kept_rewards: list[float]
+    kept_tasks: set[str]
+    rejected: list[tuple[str, str]]
+    split: bool  # a batch of its rows was split for size (over 2 GiB of messages)
+
+
 def _gather(
     trajectories: Iterable[Trajectory | Mapping[str, Any]],
     *,
-    system_prompt: str | None,
-    tools: list[dict[str, Any]] | None,
-    only_success: bool,
-    min_reward: float | None,
-    rewards: Mapping[str, float] | None,
-    max_steps_per_row: int | None,
-    chunk_overlap: int,
-    step_weight_mix: float,
-    validated: bool,
     spill: str | None = None,
+    threaded: bool = True,
+    **kw: Any,
 ) -> _Gathered:
-    """Read every trajectory once, filter, gather its rows; the caller closes ``rows``."""
-    if not 0.0 <= step_weight_mix <= 1.0:
-        raise ExportError(f"step weight mix must be in [0, 1], got {step_weight_mix}")
-    if max_steps_per_row is not None:
-        chunk_steps(1, max_steps_per_row, chunk_overlap)  # validates both
-    rows = _Rows(
-        system_prompt, max_steps_per_row, chunk_overlap, step_weight_mix, tools is None, spill
-    )
+    """Read every trajectory once, filter, gather its rows; the caller closes ``rows``.
+
+    ``kw`` are :func:`export_sft`'s keyword arguments, all of them."""
+    rows = _new_rows(kw, spill, threaded)
+    try:
+        part = _gather_part(trajectories, rows, kw)
+    except BaseException:
+        rows.close()
+        raise
+    card, tools_json = _card([part], kw)
+    return _Gathered(rows, tools_json, kw["system_prompt"], card, part.rejected)
+
+
+def _new_rows(kw: Mapping[str, Any], spill: str | None, threaded: bool) -> _Rows:
+    """The :class:`_Rows` of an export with :func:`export_sft`'s keyword arguments ``kw``
+    (checked here)."""
+    mix, max_steps, overlap = kw["step_weight_mix"], kw["max_steps_per_row"], kw["chunk_overlap"]
+    if not 0.0 <= mix <= 1.0:
+        raise ExportError(f"step weight mix must be in [0, 1], got {mix}")
+    if max_steps is not None:
+        chunk_steps(1, max_steps, overlap)  # validates both
+    infer = kw["tools"] is None
+    return _Rows(kw["system_prompt"], max_steps, overlap, mix, infer, spill, threaded)
+
+
+def _gather_part(
+    trajectories: Iterable[Trajectory | Mapping[str, Any]], rows: _Rows, kw: Mapping[str, Any]
+) -> _Part:
+    """Gather the kept trajectories' rows into ``rows`` (flushed at the end)."""
+    only_success, min_reward, rewards = kw["only_success"], kw["min_reward"], kw["rewards"]
     kept_rewards: list[float] = []
     kept_tasks: set[str] = set()
     rejected: list[tuple[str, str]] = []
     n_in = 0
-    try:
-        for td, task, outcome in _fields(trajectories, validated):
-            n_in += 1
-            tid = td["id"]
-            given = float(rewards[tid]) if rewards is not None and tid in rewards else None
-            steps = td.get("steps")
-            if not steps:
-                rejected.append((tid, "no steps"))
+    for td, task, outcome in _fields(trajectories, kw["validated"]):
+        n_in += 1
+        tid = td["id"]
+        given = float(rewards[tid]) if rewards is not None and tid in rewards else None
+        steps = td.get("steps")
+        if not steps:
+            rejected.append((tid, "no steps"))
+            continue
+        if only_success and not outcome.get("success"):
+            rejected.append((tid, "not successful"))
+            continue
+        if min_reward is not None:
+            reward = _reward(_step_rewards(steps), outcome) if given is None else given
+            if reward < min_reward:
+                rejected.append((tid, f"reward {reward:.4g} < min_reward {min_reward}"))
                 continue
-            if only_success and not outcome.get("success"):
-                rejected.append((tid, "not successful"))
-                continue
-            if min_reward is not None:
-                reward = _reward(_step_rewards(steps), outcome) if given is None else given
-                if reward < min_reward:
-                    rejected.append((tid, f"reward {reward:.4g} < min_reward {min_reward}"))
-                    continue
-            kept_rewards.append(rows.add(tid, task, outcome, steps, given))
-            kept_tasks.add(task["task_id"])
-        rows.flush()
-        if tools is None:
-            tools = rows.tool_schemas()
-    except BaseException:
-        rows.close()
-        raise
+        kept_rewards.append(rows.add(tid, task, outcome, steps, given))
+        kept_tasks.add(task["task_id"])
+    rows.flush()
+    return _Part(
+        n_in, rows.n_rows, rows.row_ids, rows.shapes, kept_rewards, kept_tasks, rejected,
+        rows.split,
+    )  # fmt: skip
+
+
+def _card(parts: list[_Part], kw: Mapping[str, Any]) -> tuple[DatasetCard, list[bytes]]:
+    """The card and the tool schemas' JSON of an export gathered in ``parts`` (in order)."""
+    tools = kw["tools"]
+    if tools is None:
+        shapes: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+        for part in parts:  # in order of first appearance over all the parts
+            for shape, params in part.shapes.items():
+                shapes.setdefault(shape, params)
+        tools = tool_schemas_from_calls(
+            [t for t, _ in shapes], list(shapes.values()), [k for _, k in shapes]
+        )
+    kept_rewards = [r for part in parts for r in part.kept_rewards]
     reasons: dict[str, int] = {}
-    for _, why in rejected:
-        key = why.split(" ")[0] if why.startswith("reward") else why
-        reasons[key] = reasons.get(key, 0) + 1
+    for part in parts:
+        for _, why in part.rejected:
+            key = why.split(" ")[0] if why.startswith("reward") else why
+            reasons[key] = reasons.get(key, 0) + 1
     card = DatasetCard(
         kind="sft",
-        rows=rows.n_rows,
+        rows=sum(part.n_rows for part in parts),
         trajectories=len(kept_rewards),
-        tasks=len(kept_tasks),
+        tasks=len(set().union(*(part.kept_tasks for part in parts))),
         rejected=reasons,
         reward=reward_stats(kept_rewards),
         params={
-            "input_trajectories": n_in,
-            "only_success": only_success,
-            "min_reward": min_reward,
-            "max_steps_per_row": max_steps_per_row,
-            "chunk_overlap": chunk_overlap,
-            "step_weight_mix": step_weight_mix,
+            "input_trajectories": sum(part.n_in for part in parts),
+            "only_success": kw["only_success"],
+            "min_reward": kw["min_reward"],
+            "max_steps_per_row": kw["max_steps_per_row"],
+            "chunk_overlap": kw["chunk_overlap"],
+            "step_weight_mix": kw["step_weight_mix"],
             "tools": [t.get("function", t).get("name") for t in tools],
-            "system_prompt": system_prompt,
+            "system_prompt": kw["system_prompt"],
         },
     )
-    tools_json = [orjson.dumps(t) for t in tools]
-    return _Gathered(rows, tools_json, system_prompt, card, rejected)
+    return card, [orjson.dumps(t) for t in tools]
 
 
 def _fields(
@@ -301,6 +344,7 @@ class _Rows:
         mix: float,
         infer_tools: bool,
         spill: str | None = None,
+        threaded: bool = True,
     ) -> None:
         self.system_prompt = system_prompt or None
         self.max_steps, self.overlap, self.mix = max_steps, overlap, mix
@@ -312,6 +356,8 @@ class _Rows:
         self.row_ids: list[str] = []  # every row's trajectory id (the dataset's fingerprint)
         self.batches: list[Any] = []  # futures of _assemble_batch (its record batches)
         self.spill = spill  # an Arrow stream file the worker writes the batches to
+        self.threaded = threaded  # batches assembled in a worker thread (else at once)
+        self.split = False  # a batch's messages were split for size (over 2 GiB)
         self._spill_writer: Any = None
         self._pool: Any = None
         self._switching: Any = None  # fine_gil_switching while the worker runs
@@ -453,6 +499,13 @@ class _Rows:
                 if shape not in known:
                     known[shape] = first[shape]
         self._reset()
+        if not self.threaded:
+            from concurrent.futures import Future
+
+            done: Future = Future()
+            done.set_result(self._assemble(job))
+            self.batches.append(done)
+            return
         if self._pool is None:
             self._switching = fine_gil_switching(1e-4)
             self._switching.__enter__()
@@ -466,6 +519,7 @@ class _Rows:
         import pyarrow as pa
 
         batches = _assemble_batch(*job)
+        self.split = self.split or len(batches) > 1
         if self.spill is None:
             return batches
         if self._spill_writer is None:

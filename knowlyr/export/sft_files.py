@@ -1,0 +1,330 @@
+"""SFT export of JSONL files of trajectories into an export folder, on every core.
+
+:func:`jsonl_documents` reads trajectory JSON lines in large blocks and validates each line
+on its bytes (:func:`knowlyr.store._documents.validate_line`: the model's validation, no
+model built); a line that is not a trajectory is a :class:`~knowlyr.errors.RecordError`
+naming ``file:line`` and the field.
+
+:func:`save_sft_files` is :func:`~knowlyr.export.folder.save_sft` of those documents. Parsing
+and validating are most of an export's work and hold the GIL, so on a machine with more than
+one core the files are cut into byte ranges at line boundaries and each range is gathered by
+its own process (forked: nothing to import again) into its own spill file of Arrow batches;
+this process gathers the first range. The ranges' call shapes, kept rewards and rejections
+are merged in file order, and the rows are written out in the batches the one-process export
+writes (``_SPILL_BATCH_ROWS`` rows each), so the folder is the same, byte for byte
+(``tests/export/test_sft_files.py``).
+
+Example:
+    >>> saved = save_sft_files(["a.jsonl"], "out/sft", only_success=False)  # doctest: +SKIP
+    >>> saved.card.rows  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from knowlyr._gc import paused
+from knowlyr.errors import ExportError, RecordError
+from knowlyr.export.folder import SavedExport, _defaults, write_folder
+
+__all__ = ["first_error", "jsonl_documents", "save_sft_files"]
+
+_BLOCK = 4 << 20  # bytes read at once
+#: Below this many input bytes one process does it all: forking and merging cost more.
+PARALLEL_MIN_BYTES = 16 << 20
+
+#: A byte range of a file: (path, start, end); ``start`` is 0 or just after a newline.
+Range = tuple[str, int, int]
+
+
+def first_error(e: BaseException) -> str:
+    """The first line of an error (a pydantic error's first failing field and why)."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return f"{'.'.join(map(str, first['loc'])) or '<root>'}: {first['msg']}"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def jsonl_documents(
+    paths: Iterable[str | os.PathLike[str]], *, ranges: Sequence[Range] | None = None
+) -> Iterator[dict[str, Any]]:
+    """The trajectory documents of JSONL files (blank lines skipped), validated as the model
+    validates them, one at a time.
+
+    Args:
+        paths: JSONL files, read whole, in order.
+        ranges: instead of ``paths``, byte ranges of files (see :data:`Range`).
+
+    Raises:
+        RecordError: a line that is not a trajectory (its ``path``, ``line`` and why).
+    """
+    from knowlyr.store._documents import validate_line
+
+    todo = ranges if ranges is not None else [(os.fspath(p), 0, -1) for p in paths]
+    for path, start, end in todo:
+        for at, line in _lines(path, start, end):
+            if line.strip():
+                try:
+                    yield validate_line(line)
+                except Exception as e:
+                    raise RecordError(
+                        f"not a trajectory ({first_error(e)})",
+                        path=path,
+                        line=_line_number(path, at),
+                    ) from e
+
+
+def _lines(path: str, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """``(offset, line)`` of the lines in ``path[start:end]`` (``end`` -1: to the end of the
+    file), without their newline."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        at, rest = start, b""
+        left = end - start if end >= 0 else -1
+        while left:
+            block = f.read(_BLOCK if left < 0 else min(_BLOCK, left))
+            if not block:
+                break
+            left = left - len(block) if left > 0 else left
+            lines = (rest + block if rest else block).split(b"\n")
+            rest = lines.pop()
+            for line in lines:
+                yield at, line
+                at += len(line) + 1
+        if rest:
+            yield at, rest
+
+
+def _line_number(path: str, offset: int) -> int:
+    """The 1-based number of the line starting at byte ``offset`` of ``path`` (error path)."""
+    n = 1
+    with open(path, "rb") as f:
+        while offset > 0:
+            block = f.read(min(_BLOCK, offset))
+            if not block:
+                break
+            n += block.count(b"\n")
+            offset -= len(block)
+    return n
+
+
+def split_ranges(paths: Sequence[str | os.PathLike[str]], n: int) -> list[list[Range]]:
+    """``n`` runs of byte ranges of the files, about equal in bytes, cut at line boundaries;
+    read one after another they are the files' lines in order."""
+    sizes = [(os.fspath(p), os.path.getsize(p)) for p in paths]
+    total = sum(s for _, s in sizes)
+    cuts = [_next_line(sizes, total * i // n) for i in range(1, n)]  # (file index, offset)
+    bounds = [(0, 0), *cuts, (len(sizes), 0)]
+    out = []
+    for (f0, o0), (f1, o1) in itertools.pairwise(bounds):
+        run: list[Range] = []
+        for i in range(f0, min(f1 + 1, len(sizes))):
+            start = o0 if i == f0 else 0
+            end = o1 if i == f1 else sizes[i][1]
+            if end > start:
+                run.append((sizes[i][0], start, end))
+        out.append(run)
+    return out
+
+
+def _next_line(sizes: list[tuple[str, int]], at: int) -> tuple[int, int]:
+    """(file index, offset) of the first line that starts at or after overall byte ``at``."""
+    for i, (path, size) in enumerate(sizes):
+        if at >= size:
+            at -= size
+            continue
+        if at == 0:
+            return i, 0
+        with open(path, "rb") as f:
+            f.seek(at - 1)
+            pos = at - 1
+            while True:
+                block = f.read(1 << 16)
+                if not block:
+                    return i + 1, 0
+                k = block.find(b"\n")
+                if k >= 0:
+                    return (i, pos + k + 1) if pos + k + 1 < size else (i + 1, 0)
+                pos += len(block)
+    return len(sizes), 0
+
+
+def _workers(workers: int | None, paths: Sequence[str | os.PathLike[str]]) -> int:
+    """How many processes gather: ``workers``, or one per core when the files are big enough
+    and processes can be forked."""
+    import multiprocessing
+
+    if workers is not None:
+        if workers < 1:
+            raise ExportError(f"workers must be at least 1, got {workers}")
+        return workers
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    if sum(os.path.getsize(p) for p in paths) < PARALLEL_MIN_BYTES:
+        return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+
+
+def save_sft_files(
+    paths: Sequence[str | os.PathLike[str]],
+    output: str | os.PathLike[str],
+    *,
+    workers: int | None = None,
+    **kw: Any,
+) -> SavedExport:
+    """:func:`~knowlyr.export.folder.save_sft` of the trajectories in JSONL files.
+
+    Args:
+        paths: JSONL files of trajectories (blank lines skipped).
+        output: the export folder.
+        workers: processes that parse and validate (``None``: one per core when the files
+            hold at least :data:`PARALLEL_MIN_BYTES`); the folder is the same for any number.
+        **kw: :func:`~knowlyr.export.export_sft`'s keyword arguments (``validated`` is
+            ignored: every line is validated).
+
+    Raises:
+        RecordError: the first line, in file order, that is not a trajectory; nothing is
+            written then.
+    """
+    from knowlyr.export.folder import save_sft
+
+    for p in paths:
+        if not os.path.isfile(p):
+            why = "is not a file" if os.path.exists(p) else "does not exist"
+            raise ExportError(f"{os.fspath(p)} {why}; pass JSONL files of trajectories")
+    kw = {**_defaults(kw), "validated": True}
+    n = _workers(workers, paths)
+    if n > 1:
+        runs = [r for r in split_ranges(paths, n) if r]
+        if len(runs) > 1:
+            saved = _save_parallel(runs, Path(output), kw)
+            if saved is not None:
+                return saved
+    return save_sft(jsonl_documents(paths), output, **kw)
+
+
+def _save_parallel(runs: list[list[Range]], path: Path, kw: dict[str, Any]) -> SavedExport | None:
+    """Gather each run in its own process (this one: the first), write the folder; ``None``
+    when a batch had to be split for size (the one-process export then does it)."""
+    import multiprocessing
+    import tempfile
+
+    from knowlyr.export.sft import _card, _fingerprint, _schema
+
+    where = path.parent if path.parent.is_dir() else None
+    ctx = multiprocessing.get_context("fork")
+    with paused(), tempfile.TemporaryDirectory(prefix=".knowlyr-sft-", dir=where) as tmp:
+        spills = [os.path.join(tmp, f"rows-{i}.arrow") for i in range(len(runs))]
+        children = []
+        try:
+            for i in range(1, len(runs)):
+                ours, theirs = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=_child, args=(theirs, runs[i], spills[i], kw), daemon=True)
+                p.start()
+                theirs.close()
+                children.append((p, ours))
+            parts = [_gather_run(runs[0], spills[0], kw)]
+            for p, conn in children:
+                parts.append(_received(conn))
+                p.join()
+        finally:
+            for p, _ in children:
+                if p.is_alive():
+                    p.terminate()  # a child of ours, stopped when this one failed
+                    p.join()
+        if any(part.split for part in parts):
+            return None
+        card, tools_json = _card(parts, kw)
+        rejected = [r for part in parts for r in part.rejected]
+        if not card.rows:
+            return SavedExport(None, card, rejected)
+        ids = [i for part in parts for i in part.row_ids]
+        fingerprint = _fingerprint(ids, kw["system_prompt"], tools_json)
+        batches = _rebatched(spills, tools_json)
+        write_folder(path, _schema(), batches, card, fingerprint=fingerprint)
+    return SavedExport(path, card, rejected)
+
+
+def _gather_run(run: list[Range], spill: str, kw: dict[str, Any]) -> Any:
+    """Gather the trajectories of one run into ``spill``; returns its ``_Part``."""
+    from knowlyr.export.sft import _gather_part, _new_rows
+
+    rows = _new_rows(kw, spill, threaded=False)  # the other cores are busy: no thread
+    try:
+        return _gather_part(jsonl_documents((), ranges=run), rows, kw)
+    finally:
+        rows.close()
+
+
+def _child(conn: Any, run: list[Range], spill: str, kw: dict[str, Any]) -> None:
+    """A forked process's work: gather ``run``, send back its ``_Part`` or why it failed."""
+    try:
+        conn.send(("ok", _gather_run(run, spill, kw)))
+    except RecordError as e:
+        conn.send(("record", (e.reason, e.path, e.line)))
+    except BaseException as e:  # sent to the parent, which raises it
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def _received(conn: Any) -> Any:
+    """A child's ``_Part``; its error raised here."""
+    try:
+        kind, value = conn.recv()
+    except EOFError:
+        raise ExportError("an export worker process died before sending its rows") from None
+    finally:
+        conn.close()
+    if kind == "record":
+        reason, path, line = value
+        raise RecordError(reason, path=path, line=line)
+    if kind == "error":
+        raise ExportError(f"an export worker process failed: {value}")
+    return value
+
+
+def _rebatched(spills: list[str], tools_json: list[bytes]) -> Iterator[Any]:
+    """The rows of the spill files, in order, with the ``tools`` column, in the batches of the
+    one-process export: a batch ends with the first trajectory that brings it to
+    ``_SPILL_BATCH_ROWS`` rows (a trajectory's rows start at ``chunk`` 0)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from knowlyr.export.sft import _SPILL_BATCH_ROWS, _with_tools
+
+    held: list[Any] = []  # row slices not written yet: less than a batch
+    n_held = 0
+    for spill in spills:
+        if not os.path.exists(spill):  # a run that kept no rows
+            continue
+        with pa.OSFile(spill) as f:  # read, not mapped: one batch in memory at a time
+            for batch in pa.ipc.open_stream(f) if f.size() else ():
+                starts = np.flatnonzero(batch.column("chunk").to_numpy() == 0)
+                at = 0
+                while at < batch.num_rows:
+                    need = at + max(_SPILL_BATCH_ROWS - n_held, 0)
+                    i = np.searchsorted(starts, need)  # the first trajectory start from there
+                    if i == len(starts):  # no cut in this batch
+                        held.append(batch if at == 0 else batch.slice(at))
+                        n_held += batch.num_rows - at
+                        break
+                    cut = int(starts[i])
+                    if cut > at:
+                        held.append(batch.slice(at, cut - at))
+                    yield _with_tools(_joined(held), tools_json)
+                    held, n_held, at = [], 0, cut
+    if held:
+        yield _with_tools(_joined(held), tools_json)
+
+
+def _joined(pieces: list[Any]) -> Any:
+    """One record batch of consecutive row slices (the batch itself when there is one)."""
+    import pyarrow as pa
+
+    return pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
