@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from knowlyr.export.common import DatasetCard
     from knowlyr.trajectory import Trajectory
 
-__all__ = ["SavedExport", "features", "save_sft", "write_folder"]
+__all__ = ["SavedExport", "features", "save_sft", "write_folder", "write_parquet"]
 
 _DATA_FILE = "data-00000-of-00001.arrow"
 
@@ -125,8 +126,11 @@ def write_folder(
     card: DatasetCard,
     *,
     fingerprint: str,
+    parquet: bool = True,
 ) -> Path:
-    """Write ``batches`` (of ``schema``) and ``card`` as an export folder; returns its path."""
+    """Write ``batches`` (of ``schema``) and ``card`` as an export folder; returns its path.
+
+    ``parquet=False`` leaves ``data.parquet`` out, for :func:`write_parquet` to write."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -135,16 +139,17 @@ def write_folder(
     data.mkdir(parents=True, exist_ok=True)
     feats = features(schema)
     info = {"citation": "", "description": "", "features": feats, "homepage": "", "license": ""}
-    schema = schema.with_metadata({"huggingface": json.dumps({"info": {"features": feats}})})
+    schema = _with_features(schema)
     with (
         pa.OSFile(str(data / _DATA_FILE), "wb") as sink,
         pa.ipc.new_stream(sink, schema) as arrow,
-        pq.ParquetWriter(str(path / "data.parquet"), schema) as parquet,
+        pq.ParquetWriter(str(path / "data.parquet"), schema) if parquet else nullcontext() as pw,
     ):
         for batch in batches:
             batch = pa.RecordBatch.from_arrays(batch.columns, schema=schema)
             arrow.write_batch(batch)
-            parquet.write_batch(batch)
+            if pw is not None:
+                pw.write_batch(batch)
     state = {
         "_data_files": [{"filename": _DATA_FILE}],
         "_fingerprint": fingerprint,
@@ -161,3 +166,24 @@ def write_folder(
         json.dumps(card.to_dict(), indent=2, default=str), encoding="utf-8"
     )
     return path
+
+
+def write_parquet(
+    path: str | os.PathLike[str], schema: pa.Schema, batches: Iterable[pa.RecordBatch]
+) -> None:
+    """The ``data.parquet`` of the export folder ``path`` that :func:`write_folder` writes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _with_features(schema)
+    Path(path).mkdir(parents=True, exist_ok=True)
+    with pq.ParquetWriter(str(Path(path) / "data.parquet"), schema) as pw:
+        for batch in batches:
+            pw.write_batch(pa.RecordBatch.from_arrays(batch.columns, schema=schema))
+
+
+def _with_features(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with its ``datasets`` features as metadata (what ``save_to_disk`` writes)."""
+    return schema.with_metadata(
+        {"huggingface": json.dumps({"info": {"features": features(schema)}})}
+    )

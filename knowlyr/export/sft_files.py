@@ -29,7 +29,7 @@ from typing import Any
 
 from knowlyr._gc import paused
 from knowlyr.errors import ExportError, RecordError
-from knowlyr.export.folder import SavedExport, _defaults, write_folder
+from knowlyr.export.folder import SavedExport, _defaults, write_folder, write_parquet
 
 __all__ = ["first_error", "jsonl_documents", "save_sft_files"]
 
@@ -220,33 +220,32 @@ def _save_parallel(runs: list[list[Range]], path: Path, kw: dict[str, Any]) -> S
     ctx = multiprocessing.get_context("fork")
     with paused(), tempfile.TemporaryDirectory(prefix=".knowlyr-sft-", dir=where) as tmp:
         spills = [os.path.join(tmp, f"rows-{i}.arrow") for i in range(len(runs))]
-        children = []
+        children: list[tuple[Any, Any]] = []
         try:
             for i in range(1, len(runs)):
-                ours, theirs = ctx.Pipe(duplex=False)
-                p = ctx.Process(target=_child, args=(theirs, runs[i], spills[i], kw), daemon=True)
-                p.start()
-                theirs.close()
-                children.append((p, ours))
+                children.append(_start(ctx, _gather_run, runs[i], spills[i], kw))
             parts = [_gather_run(runs[0], spills[0], kw)]
-            for p, conn in children:
-                parts.append(_received(conn))
-                p.join()
+            parts += [_received(child) for child in children]
+            if any(part.split for part in parts):
+                return None
+            card, tools_json = _card(parts, kw)
+            rejected = [r for part in parts for r in part.rejected]
+            if not card.rows:
+                return SavedExport(None, card, rejected)
+            ids = [i for part in parts for i in part.row_ids]
+            fingerprint = _fingerprint(ids, kw["system_prompt"], tools_json)
+            # data.parquet (the most work) in a child, while this one writes the rest
+            children.append(
+                _start(ctx, write_parquet, path, _schema(), _rebatched(spills, tools_json))
+            )
+            batches = _rebatched(spills, tools_json)
+            write_folder(path, _schema(), batches, card, fingerprint=fingerprint, parquet=False)
+            _received(children[-1])
         finally:
             for p, _ in children:
                 if p.is_alive():
                     p.terminate()  # a child of ours, stopped when this one failed
-                    p.join()
-        if any(part.split for part in parts):
-            return None
-        card, tools_json = _card(parts, kw)
-        rejected = [r for part in parts for r in part.rejected]
-        if not card.rows:
-            return SavedExport(None, card, rejected)
-        ids = [i for part in parts for i in part.row_ids]
-        fingerprint = _fingerprint(ids, kw["system_prompt"], tools_json)
-        batches = _rebatched(spills, tools_json)
-        write_folder(path, _schema(), batches, card, fingerprint=fingerprint)
+                p.join()
     return SavedExport(path, card, rejected)
 
 
@@ -261,10 +260,19 @@ def _gather_run(run: list[Range], spill: str, kw: dict[str, Any]) -> Any:
         rows.close()
 
 
-def _child(conn: Any, run: list[Range], spill: str, kw: dict[str, Any]) -> None:
-    """A forked process's work: gather ``run``, send back its ``_Part`` or why it failed."""
+def _start(ctx: Any, fn: Any, *args: Any) -> tuple[Any, Any]:
+    """Run ``fn(*args)`` in a forked process; returns it and the end its answer comes from."""
+    ours, theirs = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=_child, args=(theirs, fn, args), daemon=True)
+    p.start()
+    theirs.close()
+    return p, ours
+
+
+def _child(conn: Any, fn: Any, args: tuple[Any, ...]) -> None:
+    """A forked process's work: send back what ``fn(*args)`` returns, or why it failed."""
     try:
-        conn.send(("ok", _gather_run(run, spill, kw)))
+        conn.send(("ok", fn(*args)))
     except RecordError as e:
         conn.send(("record", (e.reason, e.path, e.line)))
     except BaseException as e:  # sent to the parent, which raises it
@@ -273,14 +281,17 @@ def _child(conn: Any, run: list[Range], spill: str, kw: dict[str, Any]) -> None:
         conn.close()
 
 
-def _received(conn: Any) -> Any:
-    """A child's ``_Part``; its error raised here."""
+def _received(child: tuple[Any, Any]) -> Any:
+    """What a child sent back (it has ended then); its error raised here."""
+    p, conn = child
     try:
         kind, value = conn.recv()
     except EOFError:
-        raise ExportError("an export worker process died before sending its rows") from None
+        p.join()
+        raise ExportError(f"an export worker process died (exit code {p.exitcode})") from None
     finally:
         conn.close()
+    p.join()
     if kind == "record":
         reason, path, line = value
         raise RecordError(reason, path=path, line=line)
