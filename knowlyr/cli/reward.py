@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,33 @@ def _write(data: bytes | str, out: Path | None) -> None:
         typer.echo(f"wrote {out}", err=True)
 
 
+def _score_streaming(
+    paths: list[Path], engine: Any, format: str | None, store: Any, out: Path | None
+) -> tuple[int, list[dict[str, Any]]]:
+    """The rule layer in batches (:func:`knowlyr.reward.stream.score_files`), the document
+    written as it goes: to ``out`` through a temporary name renamed at the end (an error
+    leaves no partial file), or to stdout."""
+    from knowlyr.reward.stream import score_files
+
+    if out is None:
+        res = score_files(paths, engine, sys.stdout.buffer, format=format, store=store,
+                          on_reject=_report_rejected)  # fmt: skip
+        sys.stdout.buffer.write(b"\n")
+        sys.stdout.flush()
+        return res.scored, res.rejected
+    out.parent.mkdir(parents=True, exist_ok=True)
+    part = out.with_name(f".{out.name}.part")
+    try:
+        with open(part, "wb") as f:
+            res = score_files(paths, engine, f, format=format, store=store,
+                              on_reject=_report_rejected)  # fmt: skip
+        os.replace(part, out)
+    finally:
+        part.unlink(missing_ok=True)
+    typer.echo(f"wrote {out}", err=True)
+    return res.scored, res.rejected
+
+
 def _weights(spec: str | None) -> dict[str, float] | None:
     if not spec:
         return None
@@ -48,30 +76,26 @@ def _weights(spec: str | None) -> dict[str, float] | None:
         ) from e
 
 
-def _read(paths: list[Path], format: str | None, *, documents: bool) -> tuple[list, list]:
-    """The converted records of ``paths`` (as JSON documents, or as models) and the rejected
-    ones (each also reported on stderr)."""
-    import orjson
-
+def _read(paths: list[Path], format: str | None) -> tuple[list, list]:
+    """The converted trajectories of ``paths`` and the rejected records (each also reported
+    on stderr)."""
     from knowlyr._gc import paused
-    from knowlyr.recorder import Converted, Encoded, iter_encoded, iter_records
+    from knowlyr.recorder import Converted, iter_records
 
     out, rejected = [], []
-    records = (
-        iter_encoded(paths, format=format) if documents else iter_records(paths, format=format)
-    )
     with paused():  # every trajectory is kept: see knowlyr._gc
-        for r in records:
-            if isinstance(r, Encoded):
-                out.append(orjson.loads(r.json))
-            elif isinstance(r, Converted):
+        for r in iter_records(paths, format=format):
+            if isinstance(r, Converted):
                 out.append(r.trajectory)
             else:
                 rejected.append({"path": r.path, "line": r.line, "reason": r.reason})
-                typer.echo(
-                    f"rejected {r.path}{f':{r.line}' if r.line else ''}: {r.reason}", err=True
-                )
+                _report_rejected(rejected[-1])
     return out, rejected
+
+
+def _report_rejected(r: dict[str, Any]) -> None:
+    where = r["path"] if not r["line"] else f"{r['path']}:{r['line']}"
+    typer.echo(f"rejected {where}: {r['reason']}", err=True)
 
 
 @reward_app.command("score")
@@ -112,10 +136,10 @@ def score(
     ),
 ) -> None:
     """Per-step and total rewards for every trajectory in PATH, as JSON."""
-    from knowlyr._gc import paused
     from knowlyr.errors import KnowlyrError
     from knowlyr.reward.engine import RewardEngine, dump_rewards
 
+    lacking = 0
     try:
         cal = None
         if calibration is not None:
@@ -123,10 +147,6 @@ def score(
             from knowlyr.store import Store
 
             cal = load_calibration(calibration, store=Store.open(store) if store else None)
-        # the rule layer scores JSON documents (no models); the judge and an outcome
-        # calibration read the trajectories' models
-        columnar = not judge and getattr(cal, "level", None) != "outcome"
-        trajs, rejected = _read(paths, format, documents=columnar)
         judge_obj = None
         if judge:
             from knowlyr.reward.judge import LLMJudge, make_backend
@@ -146,35 +166,38 @@ def score(
             calibration=cal,
             outcome_weight=outcome_weight,
         )
-        if columnar:
-            from knowlyr.reward.engine import TrajectoryReward
-
-            with paused():
-                rows = engine.score_documents(trajs)
-                rewards = [TrajectoryReward.from_row(r) for r in rows.iter_rows(named=True)]
-        else:
-            rows = rewards = engine.score(trajs)
+        sink = None
         if store:
             from knowlyr.store import Store
 
-            engine.save(Store.open(store), rows)
+            sink = Store.open(store)
+        # the rule layer streams JSON documents in batches (no models, memory one batch);
+        # the judge and an outcome calibration read the trajectories' models
+        if not judge and getattr(cal, "level", None) != "outcome":
+            scored, rejected = _score_streaming(paths, engine, format, sink, out)
+        else:
+            trajs, rejected = _read(paths, format)
+            rewards = engine.score(trajs)
+            if sink is not None:
+                engine.save(sink, rewards)
+            usage = judge_obj.usage.to_dict() if judge_obj else None
+            _write(dump_rewards(rewards, config=engine.config, config_hash=engine.config_hash,
+                                judge_usage=usage, rejected=rejected), out)  # fmt: skip
+            scored = len(rewards)
+            lacking = sum(1 for r in rewards if "judge" in r.missing_layers)
     except (KnowlyrError, ValueError, OSError) as e:
         raise _fail(e) from e
-    usage = judge_obj.usage.to_dict() if judge_obj else None
-    _write(dump_rewards(rewards, config=engine.config, config_hash=engine.config_hash,
-                        judge_usage=usage, rejected=rejected), out)  # fmt: skip
     typer.echo(
-        f"scored {len(rewards)} trajectories, {len(rejected)} rejected, config {engine.config_hash}",
+        f"scored {scored} trajectories, {len(rejected)} rejected, config {engine.config_hash}",
         err=True,
     )
-    lacking = sum(1 for r in rewards if "judge" in r.missing_layers)
     if lacking:
         typer.echo(
             f"warning: {lacking} totals lack the judge layer on some steps (the judge call "
             "failed: see judge_errors); those steps hold the rule scores only",
             err=True,
         )
-    if not rewards:
+    if not scored:
         typer.echo(
             f"error: nothing was scored: {len(rejected)} input(s) rejected (reasons above); "
             "give agent logs or trajectory JSONL",

@@ -1,0 +1,230 @@
+"""Score agent logs or trajectory files with the rule layer in batches: memory stays about one
+batch whatever the number of trajectories (what ``knowlyr reward score`` runs without a judge).
+
+Two passes. The first converts the inputs (the recorder's :func:`~knowlyr.recorder.iter_encoded`:
+JSON documents, no models), spools each trajectory's JSON to a temporary file and keeps only
+its task, length and outcome (efficiency's batch medians are taken over every trajectory, so
+the numbers are those of one batch) and the rejected records. The second reads the spool
+:data:`SCORE_BATCH` documents at a time, scores each batch with
+:meth:`~knowlyr.reward.engine.RewardEngine.score_documents` and writes its rewards at once
+(:class:`RewardsWriter`: the bytes of :func:`~knowlyr.reward.engine.dump_rewards`), and
+appends them to a store batch by batch when one is given.
+
+Example:
+    >>> with open("rewards.json", "wb") as f:                          # doctest: +SKIP
+    ...     res = score_files(["runs.jsonl"], RewardEngine("coding"), f)
+    >>> res.scored, len(res.rejected)                                  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import orjson
+
+from knowlyr._gc import paused
+from knowlyr.errors import ConfigError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from knowlyr.reward.engine import RewardEngine
+    from knowlyr.store import Manifest, Store
+
+__all__ = ["SCORE_BATCH", "FileScore", "RewardsWriter", "reward_dicts", "score_files"]
+
+#: Trajectories decoded and scored at once (2,000 20-step ones: ~80 MB of documents and rows).
+SCORE_BATCH = 2_000
+
+_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+_TAIL = b'"rewards": []\n}'
+
+
+@dataclass
+class FileScore:
+    """What :func:`score_files` did.
+
+    Attributes:
+        scored: trajectories scored (and written).
+        rejected: the records that could not be read (``path``, ``line``, ``reason``).
+        manifest: the ``rewards`` version the last batch wrote to the store (None: no store,
+            or nothing scored).
+    """
+
+    scored: int = 0
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    manifest: Manifest | None = None
+
+
+class RewardsWriter:
+    """Writes the document :func:`~knowlyr.reward.engine.dump_rewards` makes, byte for byte,
+    a batch of rewards at a time: ``extra``'s fields first, then the ``rewards`` list.
+
+    Example:
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> w = RewardsWriter(buf, config_hash="c1")
+        >>> w.add([{"total": 0.5}])
+        >>> w.close()
+        >>> buf.getvalue().decode().splitlines()[:4]
+        ['{', '  "config_hash": "c1",', '  "rewards": [', '    {']
+    """
+
+    def __init__(self, out: IO[bytes], **extra: Any):
+        if "rewards" in extra:
+            raise ConfigError(f"extra fields must not include 'rewards', got {sorted(extra)}")
+        head = orjson.dumps({**extra, "rewards": []}, option=_OPTS)
+        self._out = out
+        self._empty = True
+        out.write(head[: -len(_TAIL)] + b'"rewards": [')
+
+    def add(self, rewards: Sequence[dict[str, Any]]) -> None:
+        """Append rewards (:meth:`~knowlyr.reward.engine.TrajectoryReward.to_dict` dicts)."""
+        if not rewards:
+            return
+        # the list at the top level, two spaces in: re-indented by two more, as it sits at
+        # depth 2 of the document (JSON strings hold no raw newline)
+        body = orjson.dumps(rewards, option=_OPTS)[1:-2].replace(b"\n", b"\n  ")
+        self._out.write(body if self._empty else b"," + body)
+        self._empty = False
+
+    def close(self) -> None:
+        """End the document (no newline after its closing brace, as ``dump_rewards``)."""
+        self._out.write(b"]\n}" if self._empty else b"\n  ]\n}")
+
+
+def reward_dicts(rows: pl.DataFrame) -> list[dict[str, Any]]:
+    """``[TrajectoryReward.from_row(r).to_dict() for r in rows]`` of rows of the ``rewards``
+    table (:meth:`~knowlyr.reward.engine.RewardEngine.score_documents`), without the
+    objects: the same dicts, with the same values."""
+    import polars as pl
+
+    loads = orjson.loads
+    per_step = rows.get_column("per_step").list.eval(pl.element().fill_nan(None)).to_list()
+    col = rows.get_column
+    return [
+        {
+            "trajectory_id": tid,
+            "task_id": task,
+            "agent": agent,
+            "model": model,
+            "total": total,
+            "total_raw": raw,
+            "step_rewards": steps,
+            "rubric_scores": loads(rubric),
+            "step_rubrics": loads(step_rubrics),
+            "config_hash": config,
+            "success": success,
+            "rationales": loads(rationale),
+            "judge_errors": loads(errors),
+            "judge_model": judge,
+            "missing_layers": loads(missing),
+            "process": process,
+        }
+        for (tid, task, agent, model, total, raw, steps, rubric, step_rubrics, config, success,
+             rationale, errors, judge, missing, process) in zip(
+            col("trajectory_id").to_list(), col("task_id").to_list(), col("agent").to_list(),
+            col("model").to_list(), col("total").to_list(), col("total_raw").to_list(),
+            per_step, col("per_rubric").to_list(), col("step_rubrics").to_list(),
+            col("config_hash").to_list(), col("success").to_list(), col("rationale").to_list(),
+            col("judge_errors").to_list(), col("judge").to_list(),
+            col("missing_layers").to_list(), col("process").to_list(), strict=True,
+        )
+    ]  # fmt: skip
+
+
+def score_files(
+    paths: Iterable[str | Path],
+    engine: RewardEngine,
+    out: IO[bytes],
+    *,
+    format: str | None = None,
+    store: Store | None = None,
+    batch_size: int = SCORE_BATCH,
+    on_reject: Callable[[dict[str, Any]], None] | None = None,
+) -> FileScore:
+    """Score every trajectory under ``paths`` with ``engine``'s rule layer, writing the
+    rewards document of :func:`~knowlyr.reward.engine.dump_rewards` (``config``,
+    ``config_hash``, ``judge_usage``, ``rejected``, ``rewards``) to ``out`` as it goes.
+
+    Args:
+        paths: agent logs in any recorder format, or trajectory JSONL.
+        engine: a rules-only engine (a human calibration map is fine).
+        out: a binary stream the document is written to.
+        format: force a recorder format (None: detected per file).
+        store: also append each batch's rewards to this store's ``rewards`` table (one
+            transaction per batch; a re-run adds only what is missing).
+        batch_size: trajectories scored at once.
+        on_reject: called with each rejected record (``path``, ``line``, ``reason``) as the
+            first pass meets it.
+
+    Raises:
+        ConfigError: the engine has the judge layer or an outcome calibration (they read the
+            models: use :meth:`~knowlyr.reward.engine.RewardEngine.score`), or a bad
+            ``batch_size``.
+    """
+    import polars as pl
+
+    from knowlyr.recorder import Encoded, iter_encoded
+    from knowlyr.store.tables import TRAJECTORY_ROW
+
+    cal = engine.calibration
+    if engine.judge is not None or (cal is not None and cal.level == "outcome"):
+        raise ConfigError(
+            "score_files scores the rule layer from JSON documents; an engine with the judge "
+            "layer or an outcome calibration reads models: use RewardEngine.score"
+        )
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be positive, got {batch_size}")
+    task_at, steps_at, won_at = (TRAJECTORY_ROW.index(c) for c in ("task_id", "n_steps", "success"))
+    res = FileScore()
+    tasks: list[str] = []
+    lengths: list[int] = []
+    success: list[bool | None] = []
+    with tempfile.TemporaryFile() as spool:
+        for r in iter_encoded(list(paths), format=format):
+            if isinstance(r, Encoded):
+                row = r.row
+                spool.write(r.json + b"\n")
+                tasks.append(row[task_at])
+                lengths.append(row[steps_at])
+                success.append(row[won_at])
+            else:
+                rejected = {"path": r.path, "line": r.line, "reason": r.reason}
+                res.rejected.append(rejected)
+                if on_reject is not None:
+                    on_reject(rejected)
+        population = pl.DataFrame(
+            {"task": tasks, "n_steps": lengths, "success": success},
+            schema={"task": pl.String, "n_steps": pl.UInt32, "success": pl.Boolean},
+        )
+        del tasks, lengths, success
+        writer = RewardsWriter(out, config=engine.config, config_hash=engine.config_hash,
+                               judge_usage=None, rejected=res.rejected)  # fmt: skip
+        spool.seek(0)
+        for lines in _batches(spool, batch_size):
+            with paused():
+                docs = [orjson.loads(line) for line in lines]
+                rows = engine.score_documents(docs, population=population)
+                del docs
+                writer.add(reward_dicts(rows))
+            if store is not None:
+                res.manifest = engine.save(store, rows)
+            res.scored += rows.height
+        writer.close()
+    return res
+
+
+def _batches(f: IO[bytes], size: int) -> Iterator[list[bytes]]:
+    batch: list[bytes] = []
+    for line in f:
+        batch.append(line)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

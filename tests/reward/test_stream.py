@@ -1,0 +1,120 @@
+"""Scoring files in batches (knowlyr.reward.stream): the bytes `reward score` wrote when it held
+every trajectory at once, those of the models, batch by batch into the store."""
+
+from __future__ import annotations
+
+import io
+
+import orjson
+import pytest
+
+from knowlyr.errors import ConfigError
+from knowlyr.recorder import Converted, iter_records
+from knowlyr.reward.calibration import CalibrationMap
+from knowlyr.reward.engine import RewardEngine, TrajectoryReward, dump_rewards
+from knowlyr.reward.stream import RewardsWriter, reward_dicts, score_files
+from tests.reward.corpus import make_corpus
+from tests.reward.helpers import FIXTURES
+from tests.reward.test_columnar import _hostile, _rows
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """Fixture logs, a generated corpus and a hostile JSONL with a bad line."""
+    src = tmp_path_factory.mktemp("stream") / "runs.jsonl"
+    trajs = make_corpus(40, seed=4) + _hostile(15, seed=3)
+    src.write_bytes(b"".join(t.to_json() + b"\n" for t in trajs) + b"{oops\n")
+    return [str(FIXTURES / "swe_agent"), str(FIXTURES / "openhands"), str(src)]
+
+
+def _header(engine, rejected):
+    return {"config": engine.config, "config_hash": engine.config_hash, "judge_usage": None,
+            "rejected": rejected}  # fmt: skip
+
+
+_ENGINES = {
+    "default": lambda: RewardEngine("coding"),
+    "step map": lambda: RewardEngine(
+        "coding", calibration=CalibrationMap(x=[0, 0.5, 1], y=[0, 0.2, 1], level="step")
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def read(inputs):
+    """The inputs as JSON documents and as models, each read once."""
+    from knowlyr.recorder import Encoded, iter_encoded
+
+    docs = [orjson.loads(r.json) for r in iter_encoded(inputs) if isinstance(r, Encoded)]
+    models = [r.trajectory for r in iter_records(inputs) if isinstance(r, Converted)]
+    return docs, models
+
+
+@pytest.mark.parametrize(("engine", "batch_size"), [("default", 2), ("default", 10_000),
+                                                     ("step map", 7)])  # fmt: skip
+def test_batches_write_the_bytes_of_one_batch_and_of_the_models(inputs, read, engine, batch_size):
+    engine = _ENGINES[engine]()
+    buf = io.BytesIO()
+    res = score_files(inputs, engine, buf, batch_size=batch_size)
+    bad = res.rejected[-1]  # the line that is not JSON (empty trajectories are rejected too)
+    assert bad["path"].endswith("runs.jsonl") and bad["line"] == 56 and "JSON" in bad["reason"]
+    # what the CLI wrote before it streamed: every document at once, objects from the rows
+    docs, models = read
+    rows = engine.score_documents(docs)
+    one_batch = [TrajectoryReward.from_row(r) for r in rows.iter_rows(named=True)]
+    want = dump_rewards(one_batch, **_header(engine, res.rejected))
+    assert buf.getvalue() == want and res.scored == len(docs) > 50
+    # and the models' rewards (the judge's path), value for value
+    assert buf.getvalue() == dump_rewards(engine.score(models), **_header(engine, res.rejected))
+
+
+def test_memory_is_one_batch(inputs, monkeypatch):
+    engine = RewardEngine("coding")
+    seen = []
+    score = engine.score_documents
+
+    def spy(docs, **kw):
+        seen.append(len(docs))
+        return score(docs, **kw)
+
+    monkeypatch.setattr(engine, "score_documents", spy)
+    res = score_files(inputs, engine, io.BytesIO(), batch_size=9)
+    assert max(seen) == 9 and sum(seen) == res.scored
+
+
+def test_empty_input_and_bad_arguments(tmp_path, monkeypatch):
+    buf = io.BytesIO()
+    engine = RewardEngine("coding")
+    res = score_files([tmp_path / "missing.jsonl"], engine, buf)
+    assert res.scored == 0 and "no such file" in res.rejected[0]["reason"]
+    assert buf.getvalue() == dump_rewards([], **_header(engine, res.rejected))
+    with pytest.raises(ConfigError, match="batch_size must be positive"):
+        score_files([], engine, buf, batch_size=0)
+    monkeypatch.setenv("OPENAI_API_KEY", "test")  # the judge is built, never called
+    judged = RewardEngine("coding", layers=("rules", "judge"), judge="openai:m")
+    with pytest.raises(ConfigError, match=r"use RewardEngine\.score"):
+        score_files([], judged, buf)
+    with pytest.raises(ConfigError, match="'rewards'"):
+        RewardsWriter(buf, rewards=[])
+
+
+def test_batches_go_to_the_store(inputs, read, tmp_path):
+    from knowlyr.store import Store
+
+    engine = RewardEngine("coding")
+    store = Store.open(str(tmp_path / "s"))
+    res = score_files(inputs, engine, io.BytesIO(), store=store, batch_size=30)
+    want = {}  # the store keeps the first row of a trajectory id
+    for r in _rows(engine.score_documents(read[0])):
+        want.setdefault(r["trajectory_id"], r)
+    got = _rows(store.read("rewards"))
+    assert len(got) == len(want) and {r["trajectory_id"]: r for r in got} == want
+    assert res.manifest is not None and res.manifest.rows == len(want)
+    again = score_files(inputs, engine, io.BytesIO(), store=store, batch_size=30)
+    assert again.scored == res.scored and store.count("rewards") == len(want)  # nothing added
+
+
+def test_reward_dicts_are_the_objects_dicts(read):
+    rows = RewardEngine("coding").score_documents(read[0])
+    want = [TrajectoryReward.from_row(r).to_dict() for r in rows.iter_rows(named=True)]
+    assert orjson.dumps(reward_dicts(rows)) == orjson.dumps(want)
