@@ -25,8 +25,9 @@ Stages (``--stages a,b``; default all):
   convert DIR -f openhands -o OUT``, whole processes;
 * ``reward-engine``: the rule layer through each side's reward engine on ``--reward-n``
   trajectories (loading them is timed apart and not counted); ``reward-file``: loading the
-  JSONL plus the engine, ours through the batch path (JSON documents validated by the
-  model's schema, ``RewardEngine.score_documents``, no models); ``score-rules``: the rules
+  JSONL plus the engine, ours what ``knowlyr reward score FILE`` runs (``reward.stream.
+  score_files``: JSON documents in batches, no models, the rewards JSON written as it goes;
+  the original has no file path: its load + engine in one process); ``score-rules``: the rules
   alone (original: its four ``check_*`` functions; ours: ``score_rules``);
 * ``store-add`` / ``store-readd`` / ``store-bytes``: ``--store-n`` trajectories into a fresh
   store, again (all duplicates), bytes per trajectory on disk. The original ships no store;

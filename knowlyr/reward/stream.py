@@ -50,12 +50,14 @@ class FileScore:
 
     Attributes:
         scored: trajectories scored (and written).
+        steps: their steps.
         rejected: the records that could not be read (``path``, ``line``, ``reason``).
         manifest: the ``rewards`` version the last batch wrote to the store (None: no store,
             or nothing scored).
     """
 
     scored: int = 0
+    steps: int = 0
     rejected: list[dict[str, Any]] = field(default_factory=list)
     manifest: Manifest | None = None
 
@@ -202,6 +204,7 @@ def score_files(
             {"task": tasks, "n_steps": lengths, "success": success},
             schema={"task": pl.String, "n_steps": pl.UInt32, "success": pl.Boolean},
         )
+        res.steps = sum(lengths)
         del tasks, lengths, success
         writer = RewardsWriter(out, config=engine.config, config_hash=engine.config_hash,
                                judge_usage=None, rejected=res.rejected)  # fmt: skip

@@ -64,6 +64,7 @@ def test_batches_write_the_bytes_of_one_batch_and_of_the_models(inputs, read, en
     one_batch = [TrajectoryReward.from_row(r) for r in rows.iter_rows(named=True)]
     want = dump_rewards(one_batch, **_header(engine, res.rejected))
     assert buf.getvalue() == want and res.scored == len(docs) > 50
+    assert res.steps == sum(len(d["steps"]) for d in docs)
     # and the models' rewards (the judge's path), value for value
     assert buf.getvalue() == dump_rewards(engine.score(models), **_header(engine, res.rejected))
 
