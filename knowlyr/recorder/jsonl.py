@@ -119,10 +119,9 @@ def write_jsonl(
                 return
         writer = _Writer()
         for p in files:
-            path = Path(p)
-            yield from _lines(_iter_file(path, format, redact, writer), out)
+            yield from _lines(_iter_file(p, format, redact, writer), out)
             if progress is not None:
-                progress(path)
+                progress(Path(p))
 
 
 def _parts_folder(output: Path) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -370,13 +371,14 @@ def _iter_session(
 
 
 def _iter_file(
-    path: Path, fmt: str | None, redact: bool | RedactionPolicy, writer: _Writer | None = None
+    path: str, fmt: str | None, redact: bool | RedactionPolicy, writer: _Writer | None = None
 ) -> Iterator[Converted | Encoded | Rejected]:
-    """Every record of one file; never raises for what is in the file: a file that cannot be
-    read (a truncated ``.json.gz``, a ``.gz`` that is not gzip) is a :class:`Rejected` with its
-    path and the reason, after the records read before the break."""
+    """Every record of one file (``path``: its text, as :func:`_walk` gives it); never raises
+    for what is in the file: a file that cannot be read (a truncated ``.json.gz``, a ``.gz``
+    that is not gzip) is a :class:`Rejected` with its path and the reason, after the records
+    read before the break."""
     spath = shown_path(path, redact)
-    if not path.is_file():
+    if not _is_file(path):
         yield Rejected(spath, None, "no such file (check the path)", b"")
         return
     try:
@@ -385,8 +387,17 @@ def _iter_file(
         yield Rejected(spath, None, e.reason, b"")
 
 
+def _is_file(path: str) -> bool:
+    """``Path(path).is_file()`` without building a Path when the stat succeeds (a Path per
+    file costs ~5% of converting a log)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return Path(path).is_file()  # its own answer: False, or the error it raises
+
+
 def _iter_file_records(
-    path: Path,
+    path: str,
     spath: str,
     fmt: str | None,
     redact: bool | RedactionPolicy,
@@ -580,10 +591,9 @@ def iter_records(
             yield from pool.iter_pool(files, format, redact, n, progress)
             return
     for p in files:
-        path = Path(p)
-        yield from _iter_file(path, format, redact)
+        yield from _iter_file(p, format, redact)
         if progress is not None:
-            progress(path)
+            progress(Path(p))
 
 
 def iter_encoded(
@@ -630,10 +640,9 @@ def iter_encoded(
             return
     writer = _Writer(put_raw)
     for p in files:
-        path = Path(p)
-        yield from _iter_file(path, format, redact, writer)
+        yield from _iter_file(p, format, redact, writer)
         if progress is not None:
-            progress(path)
+            progress(Path(p))
 
 
 @paused()

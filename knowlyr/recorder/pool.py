@@ -155,9 +155,9 @@ def _work_files(
     lines are written there (:func:`~knowlyr.recorder.jsonl._lines`)."""
     paths, fmt, redact, writer, part = args
     if part is None:
-        return [(p, _pack(_iter_file(Path(p), fmt, redact, writer))) for p in paths]
+        return [(p, _pack(_iter_file(p, fmt, redact, writer))) for p in paths]
     with open(part, "wb", buffering=1 << 20) as out:
-        return [(p, _pack(_lines(_iter_file(Path(p), fmt, redact, writer), out))) for p in paths]
+        return [(p, _pack(_lines(_iter_file(p, fmt, redact, writer), out))) for p in paths]
 
 
 def _work_lines(
