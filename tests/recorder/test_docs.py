@@ -11,6 +11,7 @@ MODULES = [
     "knowlyr.recorder.base",
     "knowlyr.recorder.redact",
     "knowlyr.recorder.pipeline",
+    "knowlyr.recorder.jsonl",
     "knowlyr.recorder.inspect",
     "knowlyr.recorder.transfer",
     "knowlyr.recorder.adapters.swe_agent",
