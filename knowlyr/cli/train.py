@@ -80,12 +80,12 @@ def _check_inputs(inputs: list[Path]) -> None:
 
 def _documents(inputs: list[Path], store: str | None) -> Iterator[dict]:
     """The trajectories of JSONL files (validated as the model validates them, no model
-    built: :func:`knowlyr.export.sft_files.jsonl_documents`; a bad line raises a
+    built: :func:`knowlyr.export.sft_parallel.jsonl_documents`; a bad line raises a
     ``RecordError`` naming it) and of a store (stored documents, validated when they were
     written), one at a time: an export streams them."""
     import orjson
 
-    from knowlyr.export.sft_files import jsonl_documents
+    from knowlyr.export.sft_parallel import jsonl_documents
 
     _check_inputs(inputs)
     yield from jsonl_documents(inputs)
@@ -98,7 +98,7 @@ def _documents(inputs: list[Path], store: str | None) -> Iterator[dict]:
 
 def _first_error(e: Exception) -> str:
     """The first line of an error (a pydantic error's first failing field and why)."""
-    from knowlyr.export.sft_files import first_error
+    from knowlyr.export.sft_parallel import first_error
 
     return first_error(e)
 
@@ -166,11 +166,17 @@ def export_sft_cmd(
     system_prompt: str | None = _SYSTEM,
     to_store: str | None = _TO_STORE,
     name: str | None = _NAME,
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        help="Processes that read the input (default: one per core for large inputs).",
+    ),
 ) -> None:
     """Multi-turn SFT conversations with a tools column (TRL SFTTrainer format)."""
-    from knowlyr.errors import RecordError
+    from knowlyr.errors import KnowlyrError, RecordError
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_sft, save_sft
-    from knowlyr.export.sft_files import save_sft_files
+    from knowlyr.export.sft_parallel import save_sft_files, save_sft_store
 
     kw = {
         "system_prompt": system_prompt or DEFAULT_SYSTEM_PROMPT,
@@ -188,7 +194,9 @@ def export_sft_cmd(
             if to_store:
                 result = export_sft(_documents(inputs, store), **kw)
             elif store is None and inputs:  # the files alone: parsed on every core
-                result = save_sft_files(inputs, output, **kw)
+                result = save_sft_files(inputs, output, workers=workers, **kw)
+            elif store is not None and not inputs:  # the store alone: read on every core
+                result = save_sft_store(store, output, workers=workers, **kw)
             else:
                 result = save_sft(_documents(inputs, store), output, **kw)
     except RecordError as e:
@@ -196,6 +204,8 @@ def export_sft_cmd(
             "INPUT",
             f"{e}; pass JSONL files of trajectories (`knowlyr record convert` writes them)",
         ) from e
+    except KnowlyrError as e:  # a store that cannot be opened or read
+        raise _fail(e) from e
     n_in = result.card.params["input_trajectories"]
     if not n_in:
         raise _usage("INPUT", "no trajectories: pass JSONL files or --store")

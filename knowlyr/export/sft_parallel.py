@@ -1,18 +1,19 @@
-"""SFT export of JSONL files of trajectories into an export folder, on every core.
+"""SFT export of JSONL files or of a store into an export folder, on every core.
 
 :func:`jsonl_documents` reads trajectory JSON lines in large blocks and validates each line
 on its bytes (:func:`knowlyr.store._documents.validate_line`: the model's validation, no
 model built); a line that is not a trajectory is a :class:`~knowlyr.errors.RecordError`
 naming ``file:line`` and the field.
 
-:func:`save_sft_files` is :func:`~knowlyr.export.folder.save_sft` of those documents. Parsing
-and validating are most of an export's work and hold the GIL, so on a machine with more than
-one core the files are cut into byte ranges at line boundaries and each range is gathered by
-its own process (forked: nothing to import again) into its own spill file of Arrow batches;
-this process gathers the first range. The ranges' call shapes, kept rewards and rejections
-are merged in file order, and the rows are written out in the batches the one-process export
-writes (``_SPILL_BATCH_ROWS`` rows each), so the folder is the same, byte for byte
-(``tests/export/test_sft_files.py``).
+:func:`save_sft_files` and :func:`save_sft_store` are :func:`~knowlyr.export.folder.save_sft`
+of those documents and of a store's. Parsing (and validating) is most of an export's work and
+holds the GIL, so on a machine with more than one core the input is cut into runs (byte
+ranges of the files at line boundaries; row ranges of the store's table) and each run is
+gathered by its own process (forked: nothing to import again) into its own spill file of
+Arrow batches; this process gathers the first run. The runs' call shapes, kept rewards and
+rejections are merged in input order and the rows are written out in the batches the
+one-process export writes, ``data.parquet`` by another forked process, so the folder is the
+same, byte for byte (``tests/export/test_sft_parallel.py``).
 
 Example:
     >>> saved = save_sft_files(["a.jsonl"], "out/sft", only_success=False)  # doctest: +SKIP
@@ -21,9 +22,10 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ from knowlyr._gc import paused
 from knowlyr.errors import ExportError, RecordError
 from knowlyr.export.folder import SavedExport, _defaults, write_folder, write_parquet
 
-__all__ = ["first_error", "jsonl_documents", "save_sft_files"]
+__all__ = ["first_error", "jsonl_documents", "save_sft_files", "save_sft_store"]
 
 _BLOCK = 4 << 20  # bytes read at once
 #: Below this many input bytes one process does it all: forking and merging cost more.
@@ -39,6 +41,9 @@ PARALLEL_MIN_BYTES = 16 << 20
 
 #: A byte range of a file: (path, start, end); ``start`` is 0 or just after a newline.
 Range = tuple[str, int, int]
+#: A run of the input: its documents and a tag that every run must agree on (the store
+#: version read), called in the process that gathers it.
+Source = Callable[[], tuple[Iterable[dict[str, Any]], Any]]
 
 
 def first_error(e: BaseException) -> str:
@@ -154,18 +159,16 @@ def _next_line(sizes: list[tuple[str, int]], at: int) -> tuple[int, int]:
     return len(sizes), 0
 
 
-def _workers(workers: int | None, paths: Sequence[str | os.PathLike[str]]) -> int:
-    """How many processes gather: ``workers``, or one per core when the files are big enough
-    and processes can be forked."""
+def _workers(workers: int | None, big: Callable[[], bool]) -> int:
+    """How many processes gather: ``workers``, or one per core when the input is ``big``
+    enough and processes can be forked."""
     import multiprocessing
 
     if workers is not None:
         if workers < 1:
             raise ExportError(f"workers must be at least 1, got {workers}")
         return workers
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return 1
-    if sum(os.path.getsize(p) for p in paths) < PARALLEL_MIN_BYTES:
+    if "fork" not in multiprocessing.get_all_start_methods() or not big():
         return 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
@@ -198,19 +201,75 @@ def save_sft_files(
             why = "is not a file" if os.path.exists(p) else "does not exist"
             raise ExportError(f"{os.fspath(p)} {why}; pass JSONL files of trajectories")
     kw = {**_defaults(kw), "validated": True}
-    n = _workers(workers, paths)
+    n = _workers(workers, lambda: sum(map(os.path.getsize, paths)) >= PARALLEL_MIN_BYTES)
     if n > 1:
         runs = [r for r in split_ranges(paths, n) if r]
         if len(runs) > 1:
-            saved = _save_parallel(runs, Path(output), kw)
+            sources = [functools.partial(_file_run, run) for run in runs]
+            saved = _save_parallel(sources, Path(output), kw)
             if saved is not None:
                 return saved
     return save_sft(jsonl_documents(paths), output, **kw)
 
 
-def _save_parallel(runs: list[list[Range]], path: Path, kw: dict[str, Any]) -> SavedExport | None:
+def _file_run(run: list[Range]) -> tuple[Iterable[dict[str, Any]], None]:
+    return jsonl_documents((), ranges=run), None
+
+
+def save_sft_store(
+    url: str, output: str | os.PathLike[str], *, workers: int | None = None, **kw: Any
+) -> SavedExport:
+    """:func:`~knowlyr.export.folder.save_sft` of the trajectories of the store at ``url``
+    (its latest ``trajectories`` version, in table order; the documents were validated when
+    they were stored).
+
+    Args:
+        url: the store (:meth:`knowlyr.store.Store.open`).
+        output: the export folder.
+        workers: processes that read and parse (``None``: one per core). Only a process
+            that has not imported polars or deltalake forks (their threads do not survive a
+            fork): one that has reads alone. The folder is the same for any number.
+        **kw: :func:`~knowlyr.export.export_sft`'s keyword arguments.
+    """
+    import sys
+
+    from knowlyr.export.folder import save_sft
+
+    kw = {**_defaults(kw), "validated": True}
+    fresh = not {"polars", "deltalake"} & set(sys.modules)
+    n = _workers(workers, lambda: True) if fresh else 1
+    if n > 1:
+        sources = [functools.partial(_store_run, url, i, n) for i in range(n)]
+        saved = _save_parallel(sources, Path(output), kw)
+        if saved is not None:
+            return saved
+    return save_sft(_store_run(url, 0, 1)[0], output, **kw)
+
+
+def _store_run(url: str, i: int, n: int) -> tuple[Iterable[dict[str, Any]], int | None]:
+    """The documents of run ``i`` of ``n`` (rows ``[i * N // n, (i + 1) * N // n)``) of the
+    store's ``trajectories`` table, and the version read."""
+    from knowlyr.store import Store
+
+    store = Store.open(url)
+    version = store.version("trajectories")
+    total = store.count("trajectories", version=version)
+    lo, hi = total * i // n, total * (i + 1) // n
+    frame = store.scan("trajectories", version=version).select("data")
+    return _stored_documents(frame if n == 1 else frame.slice(lo, hi - lo)), version
+
+
+def _stored_documents(frame: Any) -> Iterator[dict[str, Any]]:
+    import orjson
+
+    for chunk in frame.collect_batches(chunk_size=256):
+        yield from map(orjson.loads, chunk.get_column("data").to_list())
+
+
+def _save_parallel(sources: list[Source], path: Path, kw: dict[str, Any]) -> SavedExport | None:
     """Gather each run in its own process (this one: the first), write the folder; ``None``
-    when a batch had to be split for size (the one-process export then does it)."""
+    when a batch had to be split for size or the runs read different store versions (the
+    one-process export then does it)."""
     import multiprocessing
     import tempfile
 
@@ -219,15 +278,16 @@ def _save_parallel(runs: list[list[Range]], path: Path, kw: dict[str, Any]) -> S
     where = path.parent if path.parent.is_dir() else None
     ctx = multiprocessing.get_context("fork")
     with paused(), tempfile.TemporaryDirectory(prefix=".knowlyr-sft-", dir=where) as tmp:
-        spills = [os.path.join(tmp, f"rows-{i}.arrow") for i in range(len(runs))]
+        spills = [os.path.join(tmp, f"rows-{i}.arrow") for i in range(len(sources))]
         children: list[tuple[Any, Any]] = []
         try:
-            for i in range(1, len(runs)):
-                children.append(_start(ctx, _gather_run, runs[i], spills[i], kw))
-            parts = [_gather_run(runs[0], spills[0], kw)]
+            for i in range(1, len(sources)):
+                children.append(_start(ctx, _gather_run, sources[i], spills[i], kw))
+            parts = [_gather_run(sources[0], spills[0], kw)]
             parts += [_received(child) for child in children]
-            if any(part.split for part in parts):
+            if any(part.split for part, _ in parts) or len({tag for _, tag in parts}) > 1:
                 return None
+            parts = [part for part, _ in parts]
             card, tools_json = _card(parts, kw)
             rejected = [r for part in parts for r in part.rejected]
             if not card.rows:
@@ -249,13 +309,14 @@ def _save_parallel(runs: list[list[Range]], path: Path, kw: dict[str, Any]) -> S
     return SavedExport(path, card, rejected)
 
 
-def _gather_run(run: list[Range], spill: str, kw: dict[str, Any]) -> Any:
-    """Gather the trajectories of one run into ``spill``; returns its ``_Part``."""
+def _gather_run(source: Source, spill: str, kw: dict[str, Any]) -> tuple[Any, Any]:
+    """Gather the trajectories of one run into ``spill``; returns its ``_Part`` and tag."""
     from knowlyr.export.sft import _gather_part, _new_rows
 
     rows = _new_rows(kw, spill, threaded=False)  # the other cores are busy: no thread
     try:
-        return _gather_part(jsonl_documents((), ranges=run), rows, kw)
+        docs, tag = source()
+        return _gather_part(docs, rows, kw), tag
     finally:
         rows.close()
 
