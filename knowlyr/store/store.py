@@ -286,28 +286,28 @@ class Store(DeltaTables):
         """
         from datetime import UTC, datetime
 
-        import polars as pl
+        import pyarrow as pa
 
-        from knowlyr.store.tables import conform, spec_for
+        from knowlyr.store import _columns as col
+        from knowlyr.store.tables import spec_for
 
-        df = pl.DataFrame(
-            {
-                "trajectory_id": [i for i, _ in rows],
-                "run_id": run_id or uuid.uuid4().hex,
-                "agent": [a for _, a in rows],
-                "model": [r[1] for r in rows.values()],
-                "source_format": [r[2] for r in rows.values()],
-                "source_path": [r[3] for r in rows.values()],
-                "source_blob": [r[4] for r in rows.values()],
-                "version": version,
-                "seen_at": datetime.now(UTC),
-            },
-            schema_overrides={c: pl.String for c in ("model", "source_path", "source_blob")},
+        n, keys, vals = len(rows), list(rows), list(rows.values())
+        df = pa.Table.from_arrays(  # built from buffers: no pandas, no polars (_columns)
+            [
+                col.strings([i for i, _ in keys], large=True),
+                col.strings([run_id or uuid.uuid4().hex] * n, large=True),
+                col.strings([a for _, a in keys], large=True),
+                *(col.strings([r[k] for r in vals], large=True) for k in (1, 2, 3, 4)),
+                col.int64s([version] * n),
+                col.timestamps(datetime.now(UTC), n),
+            ],
+            names=list(spec_for("sightings").columns),
         )
-        df = conform(df, spec_for("sightings"))
         with table_lock(self._lock_dir, "sightings"):
             base = self.version("sightings")
             if run_id is not None and base is not None:
+                import polars as pl
+
                 had = (
                     self.scan("sightings", version=base)
                     .filter(pl.col("run_id") == run_id)
@@ -315,19 +315,20 @@ class Store(DeltaTables):
                     .collect()
                 )
                 if had.height:
-                    df = df.join(had, on=["trajectory_id", "agent"], how="anti")
-            if not df.height:
+                    frame = pl.from_arrow(df).join(had, on=["trajectory_id", "agent"], how="anti")
+                    df = frame.to_arrow()
+            if not df.num_rows:
                 return
             if self._lock_dir is not None:  # appended as the trajectories were (no MERGE)
                 from knowlyr.store import _append
 
-                rows, uri = df.to_arrow(), self.table_uri("sightings")
-                if _append.can_append(uri, rows.schema, self._so()):
-                    written = _append.write_files(uri, rows.schema, rows.to_batches())
-                    meta = {"new": df.height, "duplicates": 0}
+                uri = self.table_uri("sightings")
+                if _append.can_append(uri, df.schema, self._so()):
+                    written = _append.write_files(uri, df.schema, df.to_batches())
+                    meta = {"new": df.num_rows, "duplicates": 0}
                     _append.commit_files(written, meta=meta, storage_options=self._so())
                     return
-            self._write("sightings", df, new=df.height, dups=0, digest="", base=base)
+            self._write("sightings", df, new=df.num_rows, dups=0, digest="", base=base)
 
     def sightings(self, id: str | None = None, *, version: int | None = None) -> pl.DataFrame:
         """Who produced trajectory ``id`` (or every trajectory), oldest first: one row per

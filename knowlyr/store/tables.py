@@ -387,25 +387,24 @@ def trajectory_arrow(
 
 
 def rows_arrow(rows: list[tuple], *, now: datetime | None = None, sort: bool = True) -> pa.Table:
-    """The ``trajectories`` table of :func:`trajectory_row` rows (sorted by task for
-    compression). ``data`` goes in as the bytes pydantic-core wrote (a str would be
-    re-encoded). Built through polars: pyarrow's conversion of Python lists imports pandas
-    on first use (0.3-1.5 s here), which a store add would pay."""
-    import polars as pl
+    """The ``trajectories`` table of :func:`trajectory_row` rows (sorted by task, then id,
+    for compression). ``data`` goes in as the bytes the serialiser wrote (a str is encoded).
+    Built column by column from buffers (:mod:`knowlyr.store._columns`): neither pandas
+    (which ``pyarrow.array`` imports on first use) nor polars' row-wise construction."""
     import pyarrow as pa
 
+    from knowlyr.store import _columns as col
+
     now = now or datetime.now(UTC)
-    schema = {  # data: the JSON bytes, cast to text below
-        c: pl.Binary() if c == "data" else polars_type(TRAJECTORY_COLUMNS[c])
-        for c in TRAJECTORY_ROW
-    }
-    frame = pl.DataFrame(rows, schema=schema, orient="row")
-    frame = frame.with_columns(
-        pl.col("data").cast(pl.String), pl.lit(now, pl.Datetime("us", "UTC")).alias("created_at")
-    )
     if sort and len(rows) > 1:
-        frame = frame.sort("task_id", "id")
-    table = frame.select(list(TRAJECTORY_COLUMNS)).to_arrow()
-    s, ts = pa.string(), pa.timestamp("us", tz="UTC")
-    types = (s,) * 6 + (pa.int32(), pa.bool_(), pa.float64()) + (s,) * 3 + (ts, pa.large_string())
-    return table.cast(pa.schema(list(zip(TRAJECTORY_COLUMNS, types, strict=True))))
+        rows = sorted(rows, key=_task_then_id)
+    cols = list(zip(*rows, strict=True)) if rows else [()] * len(TRAJECTORY_ROW)
+    arrays = [col.strings(list(cols[i])) for i in range(6)]
+    arrays += [col.int32s(list(cols[6])), col.bools(list(cols[7])), col.float64s(list(cols[8]))]
+    arrays += [col.strings(list(cols[i])) for i in range(9, 12)]
+    arrays += [col.timestamps(now, len(rows)), col.strings(list(cols[12]), large=True)]
+    return pa.Table.from_arrays(arrays, names=list(TRAJECTORY_COLUMNS))
+
+
+def _task_then_id(row: tuple) -> tuple[str, str]:
+    return row[1], row[0]
