@@ -343,25 +343,30 @@ def ours(job: str, args: list[str]) -> dict:
             "steps": sum(len(t.steps) for t in trajs),
         }
     if job == "reward-documents":  # what `knowlyr reward score FILE` runs: streamed batches
+        import tempfile
+
         from knowlyr.reward import RewardEngine
         from knowlyr.reward.stream import score_files
 
         n = int(args[1])
-        _head(args[0], n, "in.jsonl")
-        _head(args[0], 10, "warm.jsonl")
-        engine = RewardEngine("coding")
-        with open("warm.json", "wb") as f:
-            score_files(["warm.jsonl"], engine, f)
-        t0 = time.perf_counter()
-        with open("rewards.json", "wb") as f:
-            res = score_files(["in.jsonl"], engine, f)
-        t1 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="anchor-reward-") as tmp:  # private scratch
+            src, warm, out = (os.path.join(tmp, f) for f in ("in.jsonl", "warm.jsonl", "out"))
+            _head(args[0], n, src)
+            _head(args[0], 10, warm)
+            engine = RewardEngine("coding")
+            with open(out, "wb") as f:
+                score_files([warm], engine, f)
+            t0 = time.perf_counter()
+            with open(out, "wb") as f:
+                res = score_files([src], engine, f)
+            t1 = time.perf_counter()
+            size = os.path.getsize(out)
         return {  # reading and scoring interleave: the whole is under "engine"
             "sections": {"load": 0.0, "engine": t1 - t0},
             "trajectories": res.scored,
             "steps": res.steps,
             "rejected": len(res.rejected),
-            "output_bytes": os.path.getsize("rewards.json"),
+            "output_bytes": size,
         }
     if job in ("store", "prep-store"):
         from knowlyr.store import Store
