@@ -9,7 +9,8 @@
 
 Each returns an :class:`ExportResult` (``.dataset``, ``.card``, ``.rejected``, ``.save()``,
 ``.to_store()``). :func:`save_sft` streams an SFT export straight into the folder
-``.save()`` writes (memory: one batch). The conversation format is owned by
+``.save()`` writes (memory: one batch); :func:`save_sft_files` and :func:`save_sft_store` do
+it for JSONL files and for a store, reading on every core. The conversation format is owned by
 :mod:`knowlyr.agents.action_format`.
 """
 
@@ -29,6 +30,7 @@ from knowlyr.export.folder import SavedExport, save_sft
 from knowlyr.export.grpo import export_grpo, group_advantages, step_advantages
 from knowlyr.export.preference import export_dpo, pairs_from_trajectories
 from knowlyr.export.sft import chunk_steps, export_sft
+from knowlyr.export.sft_parallel import save_sft_files, save_sft_store
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -45,6 +47,8 @@ __all__ = [
     "normalized_step_weights",
     "pairs_from_trajectories",
     "save_sft",
+    "save_sft_files",
+    "save_sft_store",
     "split_by_task",
     "step_advantages",
     "step_weights",

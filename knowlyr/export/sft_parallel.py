@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -277,6 +278,7 @@ def _save_parallel(sources: list[Source], path: Path, kw: dict[str, Any]) -> Sav
 
     where = path.parent if path.parent.is_dir() else None
     ctx = multiprocessing.get_context("fork")
+    _preload_pandas()
     with paused(), tempfile.TemporaryDirectory(prefix=".knowlyr-sft-", dir=where) as tmp:
         spills = [os.path.join(tmp, f"rows-{i}.arrow") for i in range(len(sources))]
         children: list[tuple[Any, Any]] = []
@@ -307,6 +309,14 @@ def _save_parallel(sources: list[Source], path: Path, kw: dict[str, Any]) -> Sav
                     p.terminate()  # a child of ours, stopped when this one failed
                 p.join()
     return SavedExport(path, card, rejected)
+
+
+def _preload_pandas() -> None:
+    """Import pandas, when installed, before forking: pyarrow's first ``pa.array`` call imports
+    it (its pandas shim), so every process would import it (~0.15 s each) instead of
+    inheriting it."""
+    with contextlib.suppress(ImportError):
+        import pandas  # noqa: F401
 
 
 def _gather_run(source: Source, spill: str, kw: dict[str, Any]) -> tuple[Any, Any]:
