@@ -37,7 +37,7 @@ from knowlyr.export.folder import SavedExport, _defaults, write_folder, write_pa
 __all__ = ["first_error", "jsonl_documents", "save_sft_files", "save_sft_store"]
 
 _BLOCK = 4 << 20  # bytes read at once
-#: Below this many input bytes one process does it all: forking and merging cost more.
+#: Input bytes per process at least: below, forking and merging cost more than they save.
 PARALLEL_MIN_BYTES = 16 << 20
 
 #: A byte range of a file: (path, start, end); ``start`` is 0 or just after a newline.
@@ -160,18 +160,19 @@ def _next_line(sizes: list[tuple[str, int]], at: int) -> tuple[int, int]:
     return len(sizes), 0
 
 
-def _workers(workers: int | None, big: Callable[[], bool]) -> int:
-    """How many processes gather: ``workers``, or one per core when the input is ``big``
-    enough and processes can be forked."""
+def _workers(workers: int | None, most: int | None = None) -> int:
+    """How many processes gather: ``workers``, else one per core (at most ``most``: what the
+    input is worth) when processes can be forked."""
     import multiprocessing
 
     if workers is not None:
         if workers < 1:
             raise ExportError(f"workers must be at least 1, got {workers}")
         return workers
-    if "fork" not in multiprocessing.get_all_start_methods() or not big():
+    if "fork" not in multiprocessing.get_all_start_methods():
         return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    return max(1, min(cores, cores if most is None else most))
 
 
 def save_sft_files(
@@ -186,8 +187,9 @@ def save_sft_files(
     Args:
         paths: JSONL files of trajectories (blank lines skipped).
         output: the export folder.
-        workers: processes that parse and validate (``None``: one per core when the files
-            hold at least :data:`PARALLEL_MIN_BYTES`); the folder is the same for any number.
+        workers: processes that parse and validate (``None``: one per core, each with at
+            least :data:`PARALLEL_MIN_BYTES` of the files); the folder is the same for any
+            number.
         **kw: :func:`~knowlyr.export.export_sft`'s keyword arguments (``validated`` is
             ignored: every line is validated).
 
@@ -202,7 +204,7 @@ def save_sft_files(
             why = "is not a file" if os.path.exists(p) else "does not exist"
             raise ExportError(f"{os.fspath(p)} {why}; pass JSONL files of trajectories")
     kw = {**_defaults(kw), "validated": True}
-    n = _workers(workers, lambda: sum(map(os.path.getsize, paths)) >= PARALLEL_MIN_BYTES)
+    n = _workers(workers, sum(map(os.path.getsize, paths)) // PARALLEL_MIN_BYTES)
     if n > 1:
         runs = [r for r in split_ranges(paths, n) if r]
         if len(runs) > 1:
@@ -238,7 +240,7 @@ def save_sft_store(
 
     kw = {**_defaults(kw), "validated": True}
     fresh = not {"polars", "deltalake"} & set(sys.modules)
-    n = _workers(workers, lambda: True) if fresh else 1
+    n = _workers(workers) if fresh else 1
     if n > 1:
         sources = [functools.partial(_store_run, url, i, n) for i in range(n)]
         saved = _save_parallel(sources, Path(output), kw)
