@@ -26,6 +26,7 @@ import contextlib
 import functools
 import itertools
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -169,8 +170,11 @@ def _workers(workers: int | None, most: int | None = None) -> int:
         if workers < 1:
             raise ExportError(f"workers must be at least 1, got {workers}")
         return workers
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return 1
+    if (
+        not sys.platform.startswith("linux")
+        or "fork" not in multiprocessing.get_all_start_methods()
+    ):
+        return 1  # macOS's system libraries are not safe to fork
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     return max(1, min(cores, cores if most is None else most))
 
@@ -234,8 +238,6 @@ def save_sft_store(
             fork): one that has reads alone. The folder is the same for any number.
         **kw: :func:`~knowlyr.export.export_sft`'s keyword arguments.
     """
-    import sys
-
     from knowlyr.export.folder import save_sft
 
     kw = {**_defaults(kw), "validated": True}
