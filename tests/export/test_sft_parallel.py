@@ -82,22 +82,25 @@ def test_the_first_bad_line_is_named_and_nothing_is_written(tmp_path, jsonl_file
 
 
 def test_a_store_read_by_two_processes_gives_the_same_folder(tmp_path):
-    """The store's runs are forked only from a process without polars (this one has it): the
-    command line, run as its own process, reads a two-file table with one and two processes."""
+    """The store's runs are forked only from a process without polars (this one has it, so
+    it reads alone): the command line, run as its own process, reads a two-file table with
+    two processes."""
     import subprocess
     import sys
 
+    from knowlyr.export import save_sft_store
     from knowlyr.store import Store
 
     trajs = generated_corpus(22, n=60)
     store = Store.open(str(tmp_path / "s"))
     store.add_trajectories(trajs[:25])
     store.add_trajectories(trajs[25:])
-    for n in (1, 2):
-        argv = [sys.executable, "-m", "knowlyr.cli", "export", "sft", "--store", store.url]
-        argv += ["-o", str(tmp_path / f"w{n}"), "--include-failed", "--workers", str(n)]
-        r = subprocess.run(argv, capture_output=True, text=True, check=False)
-        assert r.returncode == 0, r.stderr
-        assert "rows from 60 trajectories" in r.stdout
+    one = save_sft_store(store.url, tmp_path / "w1", workers=2, only_success=False)
+    assert one.card.params["input_trajectories"] == 60
+    argv = [sys.executable, "-m", "knowlyr.cli", "export", "sft", "--store", store.url]
+    argv += ["-o", str(tmp_path / "w2"), "--include-failed", "--workers", "2"]
+    r = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert f"{one.card.rows} rows from 60 trajectories" in r.stdout
     for name in _FILES:
         assert (tmp_path / "w2" / name).read_bytes() == (tmp_path / "w1" / name).read_bytes()
