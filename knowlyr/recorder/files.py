@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -58,6 +59,15 @@ def _is_gz(path: str | Path) -> bool:
 def _open(path: str | Path) -> IO[bytes]:
     """The file's bytes, gunzipped on the fly for ``*.gz``."""
     return gzip.open(path, "rb") if _is_gz(path) else open(path, "rb")
+
+
+def _is_file(path: str) -> bool:
+    """``Path(path).is_file()`` without building a Path when the stat succeeds (a Path per
+    file costs ~5% of converting a log)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return Path(path).is_file()  # its own answer: False, or the error it raises
 
 
 def _read(path: str | Path) -> bytes:
