@@ -34,6 +34,7 @@ import orjson
 from knowlyr._gc import paused
 from knowlyr._switching import fine_gil_switching
 from knowlyr.errors import ExportError
+from knowlyr.export._arrow import binary_array, bool_array, number_array, string_array
 from knowlyr.export.common import (
     DEFAULT_SYSTEM_PROMPT,
     DatasetCard,
@@ -80,10 +81,8 @@ def json_list_array(rows: list[list[bytes]]) -> Any:
     offsets = np.zeros(len(rows) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     flat = [item for r in rows for item in r]
-    values = pa.ExtensionArray.from_storage(
-        pa.json_(), pa.array(flat, pa.binary()).cast(pa.string())
-    )
-    return pa.ListArray.from_arrays(pa.array(offsets), values)
+    values = pa.ExtensionArray.from_storage(pa.json_(), binary_array(flat).cast(pa.string()))
+    return pa.ListArray.from_arrays(number_array(offsets), values)
 
 
 def export_sft(
@@ -592,8 +591,8 @@ def _with_tools(batch: Any, tools_json: list[bytes]) -> Any:
     n, k = batch.num_rows, len(tools_json)
     tool_values = json_list_array([tools_json]).values
     tools = pa.ListArray.from_arrays(
-        pa.array(np.arange(n + 1, dtype=np.int32) * k),
-        tool_values.take(pa.array(np.tile(np.arange(k), n))),
+        number_array(np.arange(n + 1, dtype=np.int32) * k),
+        tool_values.take(number_array(np.tile(np.arange(k), n))),
     )
     return batch.add_column(1, pa.field("tools", pa.list_(pa.json_())), tools)
 
@@ -649,7 +648,7 @@ def _assemble_batch(
     )
     weights = _row_values(w, rs)
     schema = _schema(tools=False)
-    columns = [pa.array(list(map(itemgetter(i), meta)), schema.field(i + 1).type)
+    columns = [_meta_column(list(map(itemgetter(i), meta)), schema.field(i + 1).type)
                for i in range(len(_META_COLUMNS) + 1)]  # fmt: skip
     out, at = [], 0
     for chunk in messages:
@@ -671,7 +670,18 @@ def _row_values(w: Any, rs: Any) -> Any:
     np.cumsum(lengths, out=offsets[1:])
     idx = np.arange(offsets[-1]) - np.repeat(offsets[:-1] - begin, lengths)
     vals = np.where(idx >= np.repeat(trained, lengths), w[idx], 0.0)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(vals))
+    return pa.ListArray.from_arrays(number_array(offsets), number_array(vals))
+
+
+def _meta_column(values: list[Any], type: Any) -> Any:
+    """A bookkeeping column: ``string``, ``bool`` (``None``: null), ``int64`` or ``float64``."""
+    import pyarrow as pa
+
+    if type == pa.string():
+        return string_array(values)
+    if type == pa.bool_():
+        return bool_array(values)
+    return number_array(values, type)
 
 
 def _fingerprint(ids: list[str], system_prompt: str | None, tools_json: list[bytes]) -> str:

@@ -28,6 +28,7 @@ from knowlyr.agents.action_format import (
     USER_JSON,
 )
 from knowlyr.errors import ExportError
+from knowlyr.export._arrow import binary_array, number_array, numpy_of, string_array
 
 __all__ = [
     "STEP_TEXT",
@@ -156,7 +157,6 @@ def _depth_one_commas(b: Any) -> Any:
 
 def _fragments(tools: list[str]) -> tuple[Any, Any, Any]:
     """The P / Q / R fragment tables, indexed by message kind (see the module docstring)."""
-    import pyarrow as pa
 
     sys_p, sys_q = SYSTEM_JSON.split(b"%b")
     user_p, user_q = USER_JSON.split(b"%b")
@@ -167,7 +167,7 @@ def _fragments(tools: list[str]) -> tuple[Any, Any, Any]:
     p = [sys_p, user_p, text_p] + [call_p] * len(tools) + [tool_p + j + tool_mid for j in names]
     q = [sys_q, user_q, text_q] + [call_mid + j + call_args for j in names] + [tool_q] * len(tools)
     r = [b"", b"", b""] + [call_r] * len(tools) + [b""] * len(tools)
-    return pa.array(p, pa.binary()), pa.array(q, pa.binary()), pa.array(r, pa.binary())
+    return binary_array(p), binary_array(q), binary_array(r)
 
 
 def message_column(
@@ -199,13 +199,12 @@ def message_column(
         One ``ListArray`` per chunk of rows (one, unless the batch holds more than 2 GiB).
     """
     import numpy as np
-    import pyarrow as pa
 
     kinds = np.asarray(step_kinds, dtype=np.int8)
     has_call = kinds != STEP_TEXT
-    encoded = pa.array(tool_names, pa.string()).dictionary_encode()
+    encoded = string_array(tool_names).dictionary_encode()
     tool_of_step = np.full(len(kinds), -1, dtype=np.int64)
-    tool_of_step[has_call] = encoded.indices.to_numpy(zero_copy_only=False)
+    tool_of_step[has_call] = numpy_of(encoded.indices)
     call_ordinal = np.cumsum(has_call) - 1  # index into `arguments` of a step with a call
     n_tools = len(encoded.dictionary)
 
@@ -249,16 +248,15 @@ def _assemble(
     texts: list[str], kind: Any, arg_index: Any, row_offsets: Any, frags: Any, args: Any
 ) -> list[Any]:
     """Join the messages of the rows ``row_offsets`` delimits; split in halves when too big."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     p, q, r = frags
     encoded = json_strings(texts)
-    frag_len = np.asarray(pc.binary_length(p)) + np.asarray(pc.binary_length(q))
-    frag_len += np.asarray(pc.binary_length(r))
+    frag_len = numpy_of(pc.binary_length(p)) + numpy_of(pc.binary_length(q))
+    frag_len += numpy_of(pc.binary_length(r))
     size = encoded.nbytes + int(frag_len[kind].sum())
-    size += int(np.asarray(pc.binary_length(args))[arg_index].sum())
+    size += int(numpy_of(pc.binary_length(args))[arg_index].sum())
     if size > _MAX_BYTES:
         n_rows = len(row_offsets) - 1
         if n_rows < 2:
@@ -271,15 +269,15 @@ def _assemble(
         return _assemble(
             texts[:m], kind[:m], arg_index[:m], row_offsets[: mid + 1], frags, args
         ) + _assemble(texts[m:], kind[m:], arg_index[m:], row_offsets[mid:], frags, args)
-    kind_arr = pa.array(kind)
+    kind_arr = number_array(kind)
     joined = pc.binary_join_element_wise(
         p.take(kind_arr),
         encoded,
         q.take(kind_arr),
-        args.take(pa.array(arg_index)),
+        args.take(number_array(arg_index)),
         r.take(kind_arr),
-        b"",
+        binary_array([b""])[0],  # the separator: a scalar (b"" would go through pa.array)
     )
     values = pa.ExtensionArray.from_storage(pa.json_(), joined.view(pa.string()))
-    offsets = pa.array(row_offsets - row_offsets[0], pa.int32())
+    offsets = number_array(row_offsets - row_offsets[0], pa.int32())
     return [pa.ListArray.from_arrays(offsets, values)]
