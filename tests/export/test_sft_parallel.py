@@ -50,11 +50,14 @@ def test_any_number_of_processes_writes_the_same_folder(tmp_path, monkeypatch, j
     assert not list(tmp_path.glob(".knowlyr-sft-*"))  # the spill files are gone
 
 
-def test_runs_are_the_lines_in_order(jsonl_files):
-    want = [line for p in jsonl_files for line in p.read_bytes().split(b"\n")]
+def test_runs_are_the_lines_in_order(tmp_path, jsonl_files):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    files = [jsonl_files[0], empty, jsonl_files[1]]
+    want = [line for p in files for line in p.read_bytes().split(b"\n")]
     want = [line.strip() for line in want if line.strip()]
-    for n in (1, 2, 3, 5):
-        runs = split_ranges(jsonl_files, n)
+    for n in (1, 2, 3, 5, 200):
+        runs = split_ranges(files, n)
         assert len(runs) == n
         got = [line.strip() for run in runs for r in run for _, line in _lines(*r)]
         assert [line for line in got if line] == want
