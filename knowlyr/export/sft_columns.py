@@ -28,7 +28,7 @@ from knowlyr.agents.action_format import (
     USER_JSON,
 )
 from knowlyr.errors import ExportError
-from knowlyr.export._arrow import binary_array, number_array, numpy_of, string_array
+from knowlyr.export._arrow import binary_array, number_array, numpy_of
 
 __all__ = [
     "STEP_TEXT",
@@ -202,11 +202,14 @@ def message_column(
 
     kinds = np.asarray(step_kinds, dtype=np.int8)
     has_call = kinds != STEP_TEXT
-    encoded = string_array(tool_names).dictionary_encode()
+    distinct = list(dict.fromkeys(tool_names))  # in order of first appearance
+    code = {tool: i for i, tool in enumerate(distinct)}
     tool_of_step = np.full(len(kinds), -1, dtype=np.int64)
-    tool_of_step[has_call] = numpy_of(encoded.indices)
+    tool_of_step[has_call] = np.fromiter(
+        map(code.__getitem__, tool_names), np.int64, len(tool_names)
+    )
     call_ordinal = np.cumsum(has_call) - 1  # index into `arguments` of a step with a call
-    n_tools = len(encoded.dictionary)
+    n_tools = len(distinct)
 
     begin, end = row_steps[:, 0], row_steps[:, 1]
     lengths = end - begin
@@ -239,7 +242,7 @@ def message_column(
     with_call = tools >= 0
     arg_index[pos[with_call]] = call_ordinal[step[with_call]]
 
-    frags = _fragments(encoded.dictionary.to_pylist())
+    frags = _fragments(distinct)
     args = json_objects(arguments)  # and an empty last element
     return _assemble(texts, kind, arg_index, row_offsets, frags, args)
 
