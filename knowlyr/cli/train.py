@@ -83,17 +83,12 @@ def _documents(inputs: list[Path], store: str | None) -> Iterator[dict]:
     built: :func:`knowlyr.export.sft_parallel.jsonl_documents`; a bad line raises a
     ``RecordError`` naming it) and of a store (stored documents, validated when they were
     written), one at a time: an export streams them."""
-    import orjson
-
-    from knowlyr.export.sft_parallel import jsonl_documents
+    from knowlyr.export.sft_parallel import jsonl_documents, store_documents
 
     _check_inputs(inputs)
     yield from jsonl_documents(inputs)
     if store is not None:
-        lf = _store(store).scan("trajectories").select("data")
-        for chunk in lf.collect_batches(chunk_size=256):
-            for data in chunk.get_column("data").to_list():
-                yield orjson.loads(data)
+        yield from store_documents(store)
 
 
 def _first_error(e: Exception) -> str:

@@ -34,7 +34,13 @@ from knowlyr._gc import paused
 from knowlyr.errors import ExportError, RecordError
 from knowlyr.export.folder import SavedExport, _defaults, write_folder, write_parquet
 
-__all__ = ["first_error", "jsonl_documents", "save_sft_files", "save_sft_store"]
+__all__ = [
+    "first_error",
+    "jsonl_documents",
+    "save_sft_files",
+    "save_sft_store",
+    "store_documents",
+]
 
 _BLOCK = 4 << 20  # bytes read at once
 #: Input bytes per process at least: below, forking and merging cost more than they save.
@@ -247,7 +253,13 @@ def save_sft_store(
         saved = _save_parallel(sources, Path(output), kw)
         if saved is not None:
             return saved
-    return save_sft(_store_run(url, 0, 1)[0], output, **kw)
+    return save_sft(store_documents(url), output, **kw)
+
+
+def store_documents(url: str) -> Iterable[dict[str, Any]]:
+    """The trajectory documents of the store at ``url`` (its latest ``trajectories`` version,
+    in table order), one at a time."""
+    return _store_run(url, 0, 1)[0]
 
 
 def _store_run(url: str, i: int, n: int) -> tuple[Iterable[dict[str, Any]], int | None]:
