@@ -10,8 +10,10 @@ same array ``pa.array(values, type)`` gives.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from itertools import compress
+from itertools import repeat
+from operator import is_not
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,76 +22,88 @@ if TYPE_CHECKING:
 __all__ = ["bools", "float64s", "int32s", "int64s", "strings", "timestamps"]
 
 
-def _validity(values: list[Any]) -> tuple[Any, int]:
-    """(validity buffer or None, null count) of ``values`` (None is null)."""
+def _validity(values: Sequence[Any], nulls: int) -> Any:
+    """The validity bitmap of ``values`` holding ``nulls`` Nones (None when there are none)."""
     import numpy as np
     import pyarrow as pa
 
-    nulls = values.count(None)
     if not nulls:
-        return None, 0
-    valid = np.fromiter((v is not None for v in values), dtype=np.bool_, count=len(values))
-    return pa.py_buffer(np.packbits(valid, bitorder="little")), nulls
+        return None
+    if nulls == len(values):
+        return pa.py_buffer(bytes((len(values) + 7) // 8))
+    valid = np.fromiter(map(is_not, values, repeat(None)), dtype=np.bool_, count=len(values))
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
 
 
-def strings(values: list[str | bytes | None], *, large: bool = False) -> pa.Array:
+def strings(values: Sequence[str | bytes | None], *, large: bool = False) -> pa.Array:
     """A ``string`` (``large_string`` with ``large``) array of ``values``: ``str`` or UTF-8
-    ``bytes`` (checked), None for null."""
+    ``bytes`` (checked), None for null. The values are joined and measured in C (``join``,
+    ``map(len)``); only text that is not ASCII is encoded value by value."""
     import numpy as np
     import pyarrow as pa
 
-    encoded = [v.encode() if isinstance(v, str) else v for v in values]
-    validity, nulls = _validity(encoded)
-    present = list(compress(encoded, (v is not None for v in encoded))) if nulls else encoded
-    lengths = np.fromiter(
-        (0 if v is None else len(v) for v in encoded), dtype=np.int64, count=len(encoded)
-    )
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    n, nulls = len(values), values.count(None)
+    filled = ["" if v is None else v for v in values] if nulls else values
+    try:
+        text = "".join(filled)  # type: ignore[arg-type]
+        data = text.encode()
+        lengths: Any = map(len, filled) if len(data) == len(text) else _utf8_lengths(filled)
+        check = False
+    except TypeError:  # bytes (serialised JSON), or a mix
+        filled = [b"" if v is None else v.encode() if isinstance(v, str) else v for v in values]
+        data, lengths, check = b"".join(filled), map(len, filled), True
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(lengths, dtype=np.int64, count=n), out=offsets[1:])
     if not large:
         if offsets[-1] > np.iinfo(np.int32).max:
             raise OverflowError(f"{offsets[-1]} bytes of text exceed a string column's 2 GiB")
         offsets = offsets.astype(np.int32)
     kind = pa.large_string() if large else pa.string()
-    data = pa.py_buffer(b"".join(present))
-    arr = pa.Array.from_buffers(kind, len(encoded), [validity, pa.py_buffer(offsets), data], nulls)
-    arr.validate(full=True)  # UTF-8: bytes from elsewhere than our serialisers
+    buffers = [_validity(values, nulls), pa.py_buffer(offsets), pa.py_buffer(data)]
+    arr = pa.Array.from_buffers(kind, n, buffers, nulls)
+    if check:
+        arr.validate(full=True)  # UTF-8: bytes may come from elsewhere than our serialisers
     return arr
 
 
-def _numbers(values: list[Any], kind: pa.DataType, dtype: Any, fill: Any) -> pa.Array:
+def _utf8_lengths(texts: Sequence[str]) -> list[int]:
+    return [len(t.encode()) for t in texts]
+
+
+def _numbers(values: Sequence[Any], kind: pa.DataType, dtype: Any, fill: Any) -> pa.Array:
     import numpy as np
     import pyarrow as pa
 
-    validity, nulls = _validity(values)
+    nulls = values.count(None)
     filled = [fill if v is None else v for v in values] if nulls else values
     data = np.array(filled, dtype=dtype)
     if kind == pa.bool_():
         data = np.packbits(data, bitorder="little")
-    return pa.Array.from_buffers(kind, len(values), [validity, pa.py_buffer(data)], nulls)
+    buffers = [_validity(values, nulls), pa.py_buffer(data)]
+    return pa.Array.from_buffers(kind, len(values), buffers, nulls)
 
 
-def bools(values: list[bool | None]) -> pa.Array:
+def bools(values: Sequence[bool | None]) -> pa.Array:
     import pyarrow as pa
 
     return _numbers(values, pa.bool_(), bool, False)
 
 
-def int32s(values: list[int | None]) -> pa.Array:
+def int32s(values: Sequence[int | None]) -> pa.Array:
     import numpy as np
     import pyarrow as pa
 
     return _numbers(values, pa.int32(), np.int32, 0)
 
 
-def int64s(values: list[int | None]) -> pa.Array:
+def int64s(values: Sequence[int | None]) -> pa.Array:
     import numpy as np
     import pyarrow as pa
 
     return _numbers(values, pa.int64(), np.int64, 0)
 
 
-def float64s(values: list[float | None]) -> pa.Array:
+def float64s(values: Sequence[float | None]) -> pa.Array:
     import numpy as np
     import pyarrow as pa
 

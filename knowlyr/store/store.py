@@ -268,17 +268,13 @@ class Store(DeltaTables):
                 new_keys=[t.id for t in fresh],
             )
         if trajs:
-            sightings: dict[tuple[str, str], tuple] = {}
-            for t, i in zip(trajs, ids, strict=True):
-                _adds.sight(sightings, t, i)
+            sightings = _adds.sighting_columns(trajs, ids)
             self._add_sightings(sightings, run_id=run_id, version=m.version)
         return m
 
-    def _add_sightings(
-        self, rows: dict[tuple[str, str], tuple], *, run_id: str | None, version: int
-    ) -> None:
-        """One ``sightings`` row per (trajectory, agent) of this add (``rows``, made by
-        :func:`_sight`), as one commit.
+    def _add_sightings(self, columns: _adds.Sightings, *, run_id: str | None, version: int) -> None:
+        """One ``sightings`` row per (trajectory, agent) of this add (``columns``, made by
+        :func:`_adds.sighting_columns`), as one commit.
 
         A caller's ``run_id`` may add in several batches (an ingest with ``--batch-size``),
         so rows that run already has are skipped; reading them touches only that run's
@@ -291,13 +287,14 @@ class Store(DeltaTables):
         from knowlyr.store import _columns as col
         from knowlyr.store.tables import spec_for
 
-        n, keys, vals = len(rows), list(rows), list(rows.values())
+        ids, agents, *fields = columns
+        n = len(ids)
         df = pa.Table.from_arrays(  # built from buffers: no pandas, no polars (_columns)
             [
-                col.strings([i for i, _ in keys], large=True),
+                col.strings(ids, large=True),
                 col.strings([run_id or uuid.uuid4().hex] * n, large=True),
-                col.strings([a for _, a in keys], large=True),
-                *(col.strings([r[k] for r in vals], large=True) for k in (1, 2, 3, 4)),
+                col.strings(agents, large=True),
+                *(col.strings(f, large=True) for f in fields),
                 col.int64s([version] * n),
                 col.timestamps(datetime.now(UTC), n),
             ],

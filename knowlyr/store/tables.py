@@ -399,10 +399,10 @@ def rows_arrow(rows: list[tuple], *, now: datetime | None = None, sort: bool = T
     if sort and len(rows) > 1:
         rows = sorted(rows, key=_task_then_id)
     cols = list(zip(*rows, strict=True)) if rows else [()] * len(TRAJECTORY_ROW)
-    arrays = [col.strings(list(cols[i])) for i in range(6)]
-    arrays += [col.int32s(list(cols[6])), col.bools(list(cols[7])), col.float64s(list(cols[8]))]
-    arrays += [col.strings(list(cols[i])) for i in range(9, 12)]
-    arrays += [col.timestamps(now, len(rows)), col.strings(list(cols[12]), large=True)]
+    arrays = [col.strings(cols[i]) for i in range(6)]
+    arrays += [col.int32s(cols[6]), col.bools(cols[7]), col.float64s(cols[8])]
+    arrays += [col.strings(cols[i]) for i in range(9, 12)]
+    arrays += [col.timestamps(now, len(rows)), col.strings(cols[12], large=True)]
     return pa.Table.from_arrays(arrays, names=list(TRAJECTORY_COLUMNS))
 
 

@@ -59,3 +59,41 @@ def test_rows_arrow_sorts_by_task_then_id_and_keeps_nulls():
     assert table.schema.field("data").type == pa.large_string()
     assert rows_arrow([row, other], now=now, sort=False).column("id").to_pylist() == ["b", "a"]
     assert rows_arrow([]).num_rows == 0
+
+
+def test_strings_take_tuples_and_text_that_is_not_ascii():
+    values = ("é", None, "a", "日本語", "")
+    assert col.strings(values).equals(pa.array(list(values), pa.string()))
+    assert col.strings((None, None)).equals(pa.array([None, None], pa.string()))
+
+
+def test_sighting_columns_are_what_sight_notes_item_by_item():
+    from knowlyr.recorder.pipeline import Encoded
+    from knowlyr.store import _adds
+    from knowlyr.store.tables import trajectory_row
+    from knowlyr.trajectory import AgentInfo, Source
+    from tests.store.conftest import make_traj
+
+    base = [make_traj(i).rehash() for i in range(4)]
+    models = [
+        base[0],
+        base[1].model_copy(
+            update={"agent": AgentInfo(name="gpt", model="m"), "source": Source(path="b.jsonl")}
+        ),
+        base[0].model_copy(update={"source": Source(path="again.jsonl")}),  # a repeat: dropped
+        base[2].model_copy(update={"agent": AgentInfo(name="")}),
+        base[3],
+    ]
+    rows = [Encoded(trajectory_row(t), None) for t in models]
+
+    def noted(items):
+        seen: dict = {}
+        for t in items:
+            _adds.sight(seen, t, t.id)
+        return _adds.seen_columns(seen)
+
+    for items in (models, rows, models[:2] + rows[2:], []):
+        ids = [t.id for t in items]
+        got = _adds.sighting_columns(items, ids)
+        assert got == noted(items)
+    assert len(_adds.sighting_columns(models, [t.id for t in models])[0]) == 4
