@@ -358,7 +358,7 @@ def ours(job: str, args: list[str]) -> dict:
                 score_files([warm], engine, f)
             t0 = time.perf_counter()
             with open(out, "wb") as f:
-                res = score_files([src], engine, f)
+                res = score_files([src], engine, f, workers=0)  # the CLI default
             t1 = time.perf_counter()
             size = os.path.getsize(out)
         return {  # reading and scoring interleave: the whole is under "engine"

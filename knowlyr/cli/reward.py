@@ -37,7 +37,7 @@ def _write(data: bytes | str, out: Path | None) -> None:
 
 
 def _score_streaming(
-    paths: list[Path], engine: Any, format: str | None, store: Any, out: Path | None
+    paths: list[Path], engine: Any, format: str | None, store: Any, out: Path | None, workers: int
 ) -> tuple[int, list[dict[str, Any]]]:
     """The rule layer in batches (:func:`knowlyr.reward.stream.score_files`), the document
     written as it goes: to ``out`` through a temporary name renamed at the end (an error
@@ -46,7 +46,7 @@ def _score_streaming(
 
     if out is None:
         res = score_files(paths, engine, sys.stdout.buffer, format=format, store=store,
-                          on_reject=_report_rejected)  # fmt: skip
+                          workers=workers, on_reject=_report_rejected)  # fmt: skip
         sys.stdout.buffer.write(b"\n")
         sys.stdout.flush()
         return res.scored, res.rejected
@@ -55,7 +55,7 @@ def _score_streaming(
     try:
         with open(part, "wb") as f:
             res = score_files(paths, engine, f, format=format, store=store,
-                              on_reject=_report_rejected)  # fmt: skip
+                              workers=workers, on_reject=_report_rejected)  # fmt: skip
         os.replace(part, out)
     finally:
         part.unlink(missing_ok=True)
@@ -134,6 +134,13 @@ def score(
     out: Path | None = typer.Option(
         None, "-o", "--output", help="Write the JSON here instead of stdout."
     ),
+    workers: int = typer.Option(
+        0,
+        "-w",
+        "--workers",
+        help="Processes scoring batches of the rule layer (0 = one per CPU; one batch stays in "
+        "this process).",
+    ),
 ) -> None:
     """Per-step and total rewards for every trajectory in PATH, as JSON."""
     from knowlyr.errors import KnowlyrError
@@ -174,7 +181,7 @@ def score(
         # the rule layer streams JSON documents in batches (no models, memory one batch);
         # the judge and an outcome calibration read the trajectories' models
         if not judge and getattr(cal, "level", None) != "outcome":
-            scored, rejected = _score_streaming(paths, engine, format, sink, out)
+            scored, rejected = _score_streaming(paths, engine, format, sink, out, workers)
         else:
             trajs, rejected = _read(paths, format)
             rewards = engine.score(trajs)

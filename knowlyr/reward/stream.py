@@ -18,6 +18,8 @@ Example:
 
 from __future__ import annotations
 
+import itertools
+import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +37,14 @@ if TYPE_CHECKING:
     from knowlyr.reward.engine import RewardEngine
     from knowlyr.store import Manifest, Store
 
-__all__ = ["SCORE_BATCH", "FileScore", "RewardsWriter", "reward_dicts", "score_files"]
+__all__ = [
+    "SCORE_BATCH",
+    "FileScore",
+    "RewardsWriter",
+    "reward_dicts",
+    "rewards_json",
+    "score_files",
+]
 
 #: Trajectories decoded and scored at once (2,000 20-step ones: ~80 MB of documents and rows).
 SCORE_BATCH = 2_000
@@ -86,17 +95,28 @@ class RewardsWriter:
 
     def add(self, rewards: Sequence[dict[str, Any]]) -> None:
         """Append rewards (:meth:`~knowlyr.reward.engine.TrajectoryReward.to_dict` dicts)."""
-        if not rewards:
+        self.add_json(rewards_json(rewards))
+
+    def add_json(self, body: bytes) -> None:
+        """Append rewards already written by :func:`rewards_json`."""
+        if not body:
             return
-        # the list at the top level, two spaces in: re-indented by two more, as it sits at
-        # depth 2 of the document (JSON strings hold no raw newline)
-        body = orjson.dumps(rewards, option=_OPTS)[1:-2].replace(b"\n", b"\n  ")
         self._out.write(body if self._empty else b"," + body)
         self._empty = False
 
     def close(self) -> None:
         """End the document (no newline after its closing brace, as ``dump_rewards``)."""
         self._out.write(b"]\n}" if self._empty else b"\n  ]\n}")
+
+
+def rewards_json(rewards: Sequence[dict[str, Any]]) -> bytes:
+    """``rewards`` as :class:`RewardsWriter` writes them inside the ``rewards`` list: each
+    dict as ``dump_rewards`` indents it there, comma-separated (empty: nothing)."""
+    if not rewards:
+        return b""
+    # the list at the top level, two spaces in: re-indented by two more, as it sits at depth 2
+    # of the document (JSON strings hold no raw newline)
+    return orjson.dumps(rewards, option=_OPTS)[1:-2].replace(b"\n", b"\n  ")
 
 
 def reward_dicts(rows: pl.DataFrame) -> list[dict[str, Any]]:
@@ -147,6 +167,7 @@ def score_files(
     format: str | None = None,
     store: Store | None = None,
     batch_size: int = SCORE_BATCH,
+    workers: int = 1,
     on_reject: Callable[[dict[str, Any]], None] | None = None,
 ) -> FileScore:
     """Score every trajectory under ``paths`` with ``engine``'s rule layer, writing the
@@ -161,13 +182,19 @@ def score_files(
         store: also append each batch's rewards to this store's ``rewards`` table (one
             transaction per batch; a re-run adds only what is missing).
         batch_size: trajectories scored at once.
+        workers: processes scoring batches at once (``0``: one per CPU; ``knowlyr reward
+            score``'s default); one batch, or one worker, scores in this process. Each worker
+            holds one batch; the rewards are written in input order. The workers are spawned
+            (a forked copy of polars' threads can deadlock), so a script that asks for more
+            than one must start from an ``if __name__ == "__main__":`` block, as
+            :mod:`multiprocessing` requires.
         on_reject: called with each rejected record (``path``, ``line``, ``reason``) as the
             first pass meets it.
 
     Raises:
         ConfigError: the engine has the judge layer or an outcome calibration (they read the
             models: use :meth:`~knowlyr.reward.engine.RewardEngine.score`), or a bad
-            ``batch_size``.
+            ``batch_size`` / ``workers``.
     """
     import polars as pl
 
@@ -182,24 +209,34 @@ def score_files(
         )
     if batch_size < 1:
         raise ConfigError(f"batch_size must be positive, got {batch_size}")
+    if workers < 0:
+        raise ConfigError(f"workers must be >= 0, got {workers}")
     task_at, steps_at, won_at = (TRAJECTORY_ROW.index(c) for c in ("task_id", "n_steps", "success"))
     res = FileScore()
     tasks: list[str] = []
     lengths: list[int] = []
     success: list[bool | None] = []
-    with tempfile.TemporaryFile() as spool:
-        for r in iter_encoded(list(paths), format=format):
-            if isinstance(r, Encoded):
-                row = r.row
-                spool.write(r.json + b"\n")
-                tasks.append(row[task_at])
-                lengths.append(row[steps_at])
-                success.append(row[won_at])
-            else:
-                rejected = {"path": r.path, "line": r.line, "reason": r.reason}
-                res.rejected.append(rejected)
-                if on_reject is not None:
-                    on_reject(rejected)
+    cuts = [0]  # byte offsets of the spool's batches
+    with tempfile.TemporaryDirectory(prefix="knowlyr-reward-") as tmp:
+        spool = str(Path(tmp) / "documents.jsonl")
+        with open(spool, "wb") as f:
+            at = 0
+            for r in iter_encoded(list(paths), format=format):
+                if isinstance(r, Encoded):
+                    row = r.row
+                    at += f.write(r.json + b"\n")
+                    tasks.append(row[task_at])
+                    lengths.append(row[steps_at])
+                    success.append(row[won_at])
+                    if len(tasks) % batch_size == 0:
+                        cuts.append(at)
+                else:
+                    rejected = {"path": r.path, "line": r.line, "reason": r.reason}
+                    res.rejected.append(rejected)
+                    if on_reject is not None:
+                        on_reject(rejected)
+        if cuts[-1] != at:
+            cuts.append(at)
         population = pl.DataFrame(
             {"task": tasks, "n_steps": lengths, "success": success},
             schema={"task": pl.String, "n_steps": pl.UInt32, "success": pl.Boolean},
@@ -208,26 +245,72 @@ def score_files(
         del tasks, lengths, success
         writer = RewardsWriter(out, config=engine.config, config_hash=engine.config_hash,
                                judge_usage=None, rejected=res.rejected)  # fmt: skip
-        spool.seek(0)
-        for lines in _batches(spool, batch_size):
-            with paused():
-                docs = [orjson.loads(line) for line in lines]
-                rows = engine.score_documents(docs, population=population)
-                del docs
-                writer.add(reward_dicts(rows))
-            if store is not None:
+        ranges = list(itertools.pairwise(cuts))
+        job = _Batch(spool, engine, population, rows=store is not None)
+        for n, body, rows in _scored(job, ranges, workers or os.cpu_count() or 1):
+            writer.add_json(body)
+            if rows is not None:
                 res.manifest = engine.save(store, rows)
-            res.scored += rows.height
+            res.scored += n
         writer.close()
     return res
 
 
-def _batches(f: IO[bytes], size: int) -> Iterator[list[bytes]]:
-    batch: list[bytes] = []
-    for line in f:
-        batch.append(line)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+class _Batch:
+    """Scores one byte range of the spool: its rewards as :func:`rewards_json` (and the
+    ``rewards`` rows for a store)."""
+
+    def __init__(self, spool: str, engine: RewardEngine, population: pl.DataFrame, rows: bool):
+        self.spool, self.engine, self.population, self.rows = spool, engine, population, rows
+
+    def __call__(self, start: int, end: int) -> tuple[int, bytes, pl.DataFrame | None]:
+        with open(self.spool, "rb") as f:
+            f.seek(start)
+            data = f.read(end - start)
+        with paused():
+            docs = [orjson.loads(line) for line in data.splitlines()]
+            del data
+            rows = self.engine.score_documents(docs, population=self.population)
+            del docs
+            body = rewards_json(reward_dicts(rows))
+        return rows.height, body, rows if self.rows else None
+
+
+_JOB: _Batch | None = None  # a worker's job (set once per worker process)
+
+
+def _start_worker(job: _Batch) -> None:
+    global _JOB
+    _JOB = job
+
+
+def _run(start: int, end: int) -> tuple[int, bytes, pl.DataFrame | None]:
+    return _JOB(start, end)
+
+
+def _scored(
+    job: _Batch, ranges: list[tuple[int, int]], workers: int
+) -> Iterator[tuple[int, bytes, pl.DataFrame | None]]:
+    """``job`` of each range, in order: here, or by ``workers`` fresh processes (spawned: a
+    forked copy of a process whose polars threads run can deadlock), at most one batch ahead
+    each."""
+    workers = min(workers, len(ranges))
+    if workers <= 1:
+        for start, end in ranges:
+            yield job(start, end)
+        return
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_start_worker,
+                             initargs=(job,)) as pool:  # fmt: skip
+        todo = iter(ranges)
+        pending = deque(pool.submit(_run, *r) for r in itertools.islice(todo, 2 * workers))
+        while pending:
+            done = pending.popleft().result()
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending.append(pool.submit(_run, *nxt))
+            yield done

@@ -92,3 +92,5 @@ def test_bad_input_errors(tmp_path):
     assert res.exit_code == 1 and "cannot read rewards file" in res.output
     res = runner.invoke(app, ["reward", "score", str(FIXTURES / "swe_agent"), "-d", "nope"])
     assert res.exit_code == 1 and "unknown domain profile" in res.output
+    res = runner.invoke(app, ["reward", "score", str(FIXTURES / "swe_agent"), "--workers", "-1"])
+    assert res.exit_code == 1 and "workers must be >= 0" in res.output

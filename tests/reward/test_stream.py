@@ -50,12 +50,14 @@ def read(inputs):
     return docs, models
 
 
-@pytest.mark.parametrize(("engine", "batch_size"), [("default", 2), ("default", 10_000),
-                                                     ("step map", 7)])  # fmt: skip
-def test_batches_write_the_bytes_of_one_batch_and_of_the_models(inputs, read, engine, batch_size):
+@pytest.mark.parametrize(("engine", "batch_size", "workers"),
+                         [("default", 2, 1), ("default", 10_000, 0), ("step map", 7, 1)])  # fmt: skip
+def test_batches_write_the_bytes_of_one_batch_and_of_the_models(
+    inputs, read, engine, batch_size, workers
+):
     engine = _ENGINES[engine]()
     buf = io.BytesIO()
-    res = score_files(inputs, engine, buf, batch_size=batch_size)
+    res = score_files(inputs, engine, buf, batch_size=batch_size, workers=workers)
     bad = res.rejected[-1]  # the line that is not JSON (empty trajectories are rejected too)
     assert bad["path"].endswith("runs.jsonl") and bad["line"] == 56 and "JSON" in bad["reason"]
     # what the CLI wrote before it streamed: every document at once, objects from the rows
@@ -79,7 +81,7 @@ def test_memory_is_one_batch(inputs, monkeypatch):
         return score(docs, **kw)
 
     monkeypatch.setattr(engine, "score_documents", spy)
-    res = score_files(inputs, engine, io.BytesIO(), batch_size=9)
+    res = score_files(inputs, engine, io.BytesIO(), batch_size=9, workers=1)
     assert max(seen) == 9 and sum(seen) == res.scored
 
 
@@ -91,6 +93,8 @@ def test_empty_input_and_bad_arguments(tmp_path, monkeypatch):
     assert buf.getvalue() == dump_rewards([], **_header(engine, res.rejected))
     with pytest.raises(ConfigError, match="batch_size must be positive"):
         score_files([], engine, buf, batch_size=0)
+    with pytest.raises(ConfigError, match="workers must be >= 0"):
+        score_files([], engine, buf, workers=-1)
     monkeypatch.setenv("OPENAI_API_KEY", "test")  # the judge is built, never called
     judged = RewardEngine("coding", layers=("rules", "judge"), judge="openai:m")
     with pytest.raises(ConfigError, match=r"use RewardEngine\.score"):
@@ -104,14 +108,22 @@ def test_batches_go_to_the_store(inputs, read, tmp_path):
 
     engine = RewardEngine("coding")
     store = Store.open(str(tmp_path / "s"))
-    res = score_files(inputs, engine, io.BytesIO(), store=store, batch_size=30)
+    buf = io.BytesIO()  # two processes score the batches: the same bytes, in order
+    res = score_files(inputs, engine, buf, store=store, batch_size=30, workers=2)
+    assert buf.getvalue() == dump_rewards(
+        [
+            TrajectoryReward.from_row(r)
+            for r in engine.score_documents(read[0]).iter_rows(named=True)
+        ],
+        **_header(engine, res.rejected),
+    )
     want = {}  # the store keeps the first row of a trajectory id
     for r in _rows(engine.score_documents(read[0])):
         want.setdefault(r["trajectory_id"], r)
     got = _rows(store.read("rewards"))
     assert len(got) == len(want) and {r["trajectory_id"]: r for r in got} == want
     assert res.manifest is not None and res.manifest.rows == len(want)
-    again = score_files(inputs, engine, io.BytesIO(), store=store, batch_size=30)
+    again = score_files(inputs, engine, io.BytesIO(), store=store, batch_size=30, workers=1)
     assert again.scored == res.scored and store.count("rewards") == len(want)  # nothing added
 
 
