@@ -31,10 +31,10 @@ from typing import Any
 
 import orjson
 
+from knowlyr._arrow import binary_array, bools, number_array, strings
 from knowlyr._gc import paused
 from knowlyr._switching import fine_gil_switching
 from knowlyr.errors import ExportError
-from knowlyr.export._arrow import binary_array, bool_array, number_array, string_array
 from knowlyr.export.common import (
     DEFAULT_SYSTEM_PROMPT,
     DatasetCard,
@@ -678,9 +678,9 @@ def _meta_column(values: list[Any], type: Any) -> Any:
     import pyarrow as pa
 
     if type == pa.string():
-        return string_array(values)
+        return strings(values)
     if type == pa.bool_():
-        return bool_array(values)
+        return bools(values)
     return number_array(values, type)
 
 

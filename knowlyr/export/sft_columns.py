@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from knowlyr._arrow import binary_array, number_array, numpy_of
 from knowlyr.agents.action_format import (
     ASSISTANT_JSON,
     ASSISTANT_TEXT_JSON,
@@ -28,7 +29,6 @@ from knowlyr.agents.action_format import (
     USER_JSON,
 )
 from knowlyr.errors import ExportError
-from knowlyr.export._arrow import binary_array, number_array, numpy_of
 
 __all__ = [
     "STEP_TEXT",

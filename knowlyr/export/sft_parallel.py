@@ -384,7 +384,7 @@ def _rebatched(spills: list[str], tools_json: list[bytes]) -> Iterator[Any]:
     import numpy as np
     import pyarrow as pa
 
-    from knowlyr.export._arrow import numpy_of
+    from knowlyr._arrow import numpy_of
     from knowlyr.export.sft import _SPILL_BATCH_ROWS, _with_tools
 
     held: list[Any] = []  # row slices not written yet: less than a batch

@@ -284,12 +284,12 @@ class Store(DeltaTables):
 
         import pyarrow as pa
 
-        from knowlyr.store import _columns as col
+        from knowlyr import _arrow as col
         from knowlyr.store.tables import spec_for
 
         ids, agents, *fields = columns
         n = len(ids)
-        df = pa.Table.from_arrays(  # built from buffers: no pandas, no polars (_columns)
+        df = pa.Table.from_arrays(  # built from buffers: no pandas, no polars (knowlyr._arrow)
             [
                 col.strings(ids, large=True),
                 col.strings([run_id or uuid.uuid4().hex] * n, large=True),

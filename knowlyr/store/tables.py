@@ -389,11 +389,11 @@ def trajectory_arrow(
 def rows_arrow(rows: list[tuple], *, now: datetime | None = None, sort: bool = True) -> pa.Table:
     """The ``trajectories`` table of :func:`trajectory_row` rows (sorted by task, then id,
     for compression). ``data`` goes in as the bytes the serialiser wrote (a str is encoded).
-    Built column by column from buffers (:mod:`knowlyr.store._columns`): neither pandas
+    Built column by column from buffers (:mod:`knowlyr._arrow`): neither pandas
     (which ``pyarrow.array`` imports on first use) nor polars' row-wise construction."""
     import pyarrow as pa
 
-    from knowlyr.store import _columns as col
+    from knowlyr import _arrow as col
 
     now = now or datetime.now(UTC)
     if sort and len(rows) > 1:

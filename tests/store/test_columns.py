@@ -1,48 +1,12 @@
-"""The store's Arrow column builders give what ``pyarrow.array`` gives, and the trajectory
-rows they make are written to the same Parquet bytes."""
+"""The store's trajectory rows and sightings as Arrow columns."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 import pyarrow as pa
-import pytest
 
-from knowlyr.store import _columns as col
 from knowlyr.store.tables import TRAJECTORY_COLUMNS, rows_arrow
-
-
-@pytest.mark.parametrize(
-    ("build", "values", "kind"),
-    [
-        (col.strings, ["a", None, "tâsk-é", "", None], pa.string()),
-        (col.strings, [b"x", b'{"k": "\\u00e9"}', None], pa.string()),
-        (lambda v: col.strings(v, large=True), ["z", None, "ü" * 300], pa.large_string()),
-        (col.strings, [], pa.string()),
-        (col.bools, [True, None, False, True, True, False, None, True, False], pa.bool_()),
-        (col.int32s, [0, -3, None, 2**31 - 1], pa.int32()),
-        (col.int64s, [2**40, None], pa.int64()),
-        (col.float64s, [0.25, None, -1e300], pa.float64()),
-    ],
-)
-def test_builders_equal_pyarrow(build, values, kind):
-    expected = pa.array([v.decode() if isinstance(v, bytes) else v for v in values], kind)
-    got = build(values)
-    got.validate(full=True)
-    assert got.type == kind
-    assert got.equals(expected)
-    assert got.null_count == expected.null_count
-
-
-def test_strings_reject_bytes_that_are_not_utf8():
-    with pytest.raises(pa.ArrowInvalid):
-        col.strings([b"ok", b"\xff\xfe"])
-
-
-def test_timestamps_are_exact_microseconds():
-    now = datetime(2026, 11, 24, 17, 0, 0, 123457, tzinfo=UTC)
-    got = col.timestamps(now, 3)
-    assert got.equals(pa.array([now] * 3, pa.timestamp("us", tz="UTC")))
 
 
 def test_rows_arrow_sorts_by_task_then_id_and_keeps_nulls():
@@ -59,12 +23,6 @@ def test_rows_arrow_sorts_by_task_then_id_and_keeps_nulls():
     assert table.schema.field("data").type == pa.large_string()
     assert rows_arrow([row, other], now=now, sort=False).column("id").to_pylist() == ["b", "a"]
     assert rows_arrow([]).num_rows == 0
-
-
-def test_strings_take_tuples_and_text_that_is_not_ascii():
-    values = ("é", None, "a", "日本語", "")
-    assert col.strings(values).equals(pa.array(list(values), pa.string()))
-    assert col.strings((None, None)).equals(pa.array([None, None], pa.string()))
 
 
 def test_sighting_columns_are_what_sight_notes_item_by_item():

@@ -1,11 +1,13 @@
-"""Arrow columns from Python lists, built from their buffers.
+"""Arrow arrays from Python lists and numpy arrays, built from their buffers (and numpy
+views of them back).
 
-``pyarrow.array`` on a Python list (or even a numpy array) imports pandas on first use
-(0.2-0.4 s here, paid by every process's first store add), and polars' row-wise
-``DataFrame(rows)`` costs ~60 ms per 1,000 trajectory rows. A store add knows its column
-types, so it lays the buffers out itself: the values joined into one data buffer, offsets
-and validity bitmaps through numpy (which pyarrow imports anyway). Each builder returns the
-same array ``pa.array(values, type)`` gives.
+``pyarrow.array`` on a Python list (or even a numpy array) and ``Array.to_numpy`` ask
+pyarrow's pandas shim whether their input is a pandas object, and its first question imports
+pandas: 0.2-0.4 s of every store add or export process that never uses pandas. polars'
+row-wise ``DataFrame(rows)`` costs ~60 ms per 1,000 trajectory rows. The store and the
+exports know their column types, so they lay the buffers out here: the values joined into one
+data buffer, offsets and validity bitmaps through numpy (which pyarrow imports anyway). Each
+builder returns the same array ``pa.array(values, type)`` gives (``tests/test_arrow.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["bools", "float64s", "int32s", "int64s", "strings", "timestamps"]
+__all__ = [
+    "binary_array",
+    "bools",
+    "float64s",
+    "int32s",
+    "int64s",
+    "number_array",
+    "numpy_of",
+    "strings",
+    "timestamps",
+]
 
 
 def _validity(values: Sequence[Any], nulls: int) -> Any:
@@ -39,7 +51,6 @@ def strings(values: Sequence[str | bytes | None], *, large: bool = False) -> pa.
     """A ``string`` (``large_string`` with ``large``) array of ``values``: ``str`` or UTF-8
     ``bytes`` (checked), None for null. The values are joined and measured in C (``join``,
     ``map(len)``); only text that is not ASCII is encoded value by value."""
-    import numpy as np
     import pyarrow as pa
 
     n, nulls = len(values), values.count(None)
@@ -52,18 +63,26 @@ def strings(values: Sequence[str | bytes | None], *, large: bool = False) -> pa.
     except TypeError:  # bytes (serialised JSON), or a mix
         filled = [b"" if v is None else v.encode() if isinstance(v, str) else v for v in values]
         data, lengths, check = b"".join(filled), map(len, filled), True
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(lengths, dtype=np.int64, count=n), out=offsets[1:])
-    if not large:
-        if offsets[-1] > np.iinfo(np.int32).max:
-            raise OverflowError(f"{offsets[-1]} bytes of text exceed a string column's 2 GiB")
-        offsets = offsets.astype(np.int32)
     kind = pa.large_string() if large else pa.string()
-    buffers = [_validity(values, nulls), pa.py_buffer(offsets), pa.py_buffer(data)]
+    buffers = [_validity(values, nulls), _offsets(lengths, n, large), pa.py_buffer(data)]
     arr = pa.Array.from_buffers(kind, n, buffers, nulls)
     if check:
         arr.validate(full=True)  # UTF-8: bytes may come from elsewhere than our serialisers
     return arr
+
+
+def _offsets(lengths: Any, n: int, large: bool) -> Any:
+    """The offsets buffer of ``n`` values of these byte ``lengths`` (int64 with ``large``)."""
+    import numpy as np
+    import pyarrow as pa
+
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(lengths, dtype=np.int64, count=n), out=offsets[1:])
+    if not large:
+        if offsets[-1] > np.iinfo(np.int32).max:
+            raise OverflowError(f"{offsets[-1]:,} bytes exceed an Arrow array's 2 GiB")
+        offsets = offsets.astype(np.int32)
+    return pa.py_buffer(offsets)
 
 
 def _utf8_lengths(texts: Sequence[str]) -> list[int]:
@@ -125,3 +144,35 @@ def _micros(value: datetime) -> int:
 
     delta = value - datetime(1970, 1, 1, tzinfo=UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def number_array(values: Any, type: Any = None) -> Any:
+    """The Arrow array of a 1-d numpy array of numbers (cast to ``type`` when given)."""
+    import numpy as np
+    import pyarrow as pa
+
+    if type is not None:
+        values = np.asarray(values, dtype=type.to_pandas_dtype())
+    values = np.ascontiguousarray(values)
+    arrow_type = pa.from_numpy_dtype(values.dtype)
+    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
+
+
+def binary_array(values: Sequence[bytes], type: Any = None) -> Any:
+    """The ``binary`` array of ``values`` (no nulls), or with ``type`` ``string``: bytes
+    our serialisers wrote (not validated; :func:`strings` checks bytes from elsewhere)."""
+    import pyarrow as pa
+
+    n = len(values)
+    buffers = [None, _offsets(map(len, values), n, False), pa.py_buffer(b"".join(values))]
+    return pa.Array.from_buffers(type or pa.binary(), n, buffers)
+
+
+def numpy_of(array: Any) -> Any:
+    """A numpy view of an Arrow array of numbers without nulls."""
+    import numpy as np
+
+    dtype = np.dtype(array.type.to_pandas_dtype())
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array) + array.offset)[
+        array.offset :
+    ]
