@@ -228,19 +228,6 @@ class Store(DeltaTables):
             >>> m.new, m.duplicates, m.version              # doctest: +SKIP
             (2, 0, 0)
         """
-        # the cyclic GC paused: the caller's trajectories are often millions of live objects
-        # (a list of models), which each collection an add's allocations trigger walks
-        # (~70 ms of re-adding 20,000); an add builds no cycles that must go before it ends
-        with paused():
-            return self._add_trajectories(trajs, raw=raw, run_id=run_id)
-
-    def _add_trajectories(
-        self,
-        trajs: Iterable[Trajectory | Encoded],
-        *,
-        raw: Mapping[str, bytes] | None,
-        run_id: str | None,
-    ) -> Manifest:
         if raw:
             for digest, data in raw.items():
                 self.blobs.put(data, digest=digest)
@@ -248,6 +235,13 @@ class Store(DeltaTables):
             if self._lock_dir is not None:
                 return _adds.stream(self, iter(trajs), run_id=run_id)
             trajs = list(trajs)  # a MERGE may be retried: it needs its input again
+        # the cyclic GC paused: a list of models is millions of live objects, which each
+        # collection the add's allocations trigger walks (~70 ms of re-adding 20,000); the
+        # add builds no cycles that must go before it ends
+        with paused():
+            return self._add_list(trajs, run_id=run_id)
+
+    def _add_list(self, trajs: list[Trajectory | Encoded], *, run_id: str | None) -> Manifest:
         ids = [_adds.id_of(t) for t in trajs]
         digest = _digest(ids)
         v = self.version("trajectories")
