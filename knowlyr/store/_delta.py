@@ -210,6 +210,8 @@ class DeltaTables:
         import alone costs a re-add ~0.15 s). None where a plain read of the files would not
         be the table: a reader protocol above 1 (deletion vectors, column mapping),
         partitions, or a file without the column."""
+        from urllib.parse import unquote
+
         import pyarrow.parquet as pq
         from deltalake import DeltaTable
 
@@ -221,8 +223,8 @@ class DeltaTables:
             return None
         values: set[str] = set()
         rows = 0
-        for path in dt.file_uris():
-            f = pq.ParquetFile(path.removeprefix("file://"))
+        for uri in dt.file_uris():  # percent-encoded: a space is %20
+            f = pq.ParquetFile(unquote(uri.removeprefix("file://")))
             if key not in f.schema_arrow.names:
                 return None
             column = f.read(columns=[key]).column(key)

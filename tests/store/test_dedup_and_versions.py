@@ -22,6 +22,18 @@ def test_readding_same_content_adds_nothing(store: Store) -> None:
     assert store.read("trajectories").height == 20
 
 
+def test_a_store_under_a_path_with_spaces_reads_its_keys_from_the_files(tmp_path) -> None:
+    # the data files' URIs are percent-encoded ("my%20runs"): the key set is read from them
+    store = Store.open(str(tmp_path / "my runs é#" / "store"))
+    trajs = [make_traj(i) for i in range(6)]
+    store.add_trajectories(trajs[:4])
+    again = Store.open(store.url)  # a new handle: the keys come from the table's files
+    v = again.version("trajectories")
+    assert again._key_column("trajectories", "id", v) == ({t.rehash().id for t in trajs[:4]}, 4)
+    m = again.add_trajectories(trajs)
+    assert (m.new, m.duplicates, m.rows) == (2, 4, 6)
+
+
 def test_overlapping_batch_and_repeats_within_a_batch(store: Store) -> None:
     store.add_trajectories([make_traj(i) for i in range(10)])
     batch = [make_traj(i) for i in range(5, 15)] + [make_traj(14)]
