@@ -53,6 +53,7 @@ __all__ = [
     "UnknownEnvError",
     "UnknownFormatError",
     "WorkspacePathError",
+    "first_error",
 ]
 
 
@@ -186,3 +187,13 @@ class ServeError(KnowlyrError):
 class BrowserError(KnowlyrError):
     """The browser env's Chromium did not start, exited, or stopped answering the DevTools
     protocol (inside an episode this becomes an observation, not an exception)."""
+
+
+def first_error(e: BaseException) -> str:
+    """The first line of an error, for a message that names what was wrong: a pydantic
+    ``ValidationError``'s first failing field and why (``task.task_id: Field required``)."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return f"{'.'.join(map(str, first['loc'])) or '<root>'}: {first['msg']}"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__

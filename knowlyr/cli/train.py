@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from knowlyr._gc import paused
+from knowlyr.errors import first_error
 
 export_app = typer.Typer(help="Export trajectories as training datasets.", no_args_is_help=True)
 train_app = typer.Typer(
@@ -48,11 +49,9 @@ def _store(url: str):
 def _load_trajectories(inputs: list[Path], store: str | None) -> list:
     from knowlyr.trajectory import Trajectory
 
+    _check_inputs(inputs)
     out = []
     for path in inputs:
-        if not path.is_file():
-            why = "is not a file" if path.exists() else "does not exist"
-            raise _usage("INPUT", f"{path} {why}; pass JSONL files of trajectories")
         with path.open("rb") as f:
             for n, line in enumerate(f, 1):
                 if line.strip():
@@ -61,7 +60,7 @@ def _load_trajectories(inputs: list[Path], store: str | None) -> list:
                     except Exception as e:
                         raise _usage(
                             "INPUT",
-                            f"{path}:{n}: not a trajectory ({_first_error(e)}); pass JSONL "
+                            f"{path}:{n}: not a trajectory ({first_error(e)}); pass JSONL "
                             "files of trajectories (`knowlyr record convert` writes them)",
                         ) from e
     if store is not None:
@@ -85,17 +84,9 @@ def _documents(inputs: list[Path], store: str | None) -> Iterator[dict]:
     written), one at a time: an export streams them."""
     from knowlyr.export.sft_parallel import jsonl_documents, store_documents
 
-    _check_inputs(inputs)
     yield from jsonl_documents(inputs)
     if store is not None:
         yield from store_documents(store)
-
-
-def _first_error(e: Exception) -> str:
-    """The first line of an error (a pydantic error's first failing field and why)."""
-    from knowlyr.export.sft_parallel import first_error
-
-    return first_error(e)
 
 
 def _finish(
@@ -323,7 +314,7 @@ def _dataset(data: Path):
     try:
         return load_dataset_dir(data)
     except (KnowlyrError, OSError, ValueError) as e:
-        raise _usage("DATA", f"{data} is not an exported dataset ({_first_error(e)}); {fix}") from e
+        raise _usage("DATA", f"{data} is not an exported dataset ({first_error(e)}); {fix}") from e
 
 
 def _model(model: str, dataset, seed: int):

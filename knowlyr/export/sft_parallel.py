@@ -31,11 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from knowlyr._gc import paused
-from knowlyr.errors import ExportError, RecordError
+from knowlyr.errors import ExportError, RecordError, first_error
 from knowlyr.export.folder import SavedExport, _defaults, write_folder, write_parquet
 
 __all__ = [
-    "first_error",
     "jsonl_documents",
     "save_sft_files",
     "save_sft_store",
@@ -51,15 +50,6 @@ Range = tuple[str, int, int]
 #: A run of the input: its documents and a tag that every run must agree on (the store
 #: version read), called in the process that gathers it.
 Source = Callable[[], tuple[Iterable[dict[str, Any]], Any]]
-
-
-def first_error(e: BaseException) -> str:
-    """The first line of an error (a pydantic error's first failing field and why)."""
-    errors = getattr(e, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        return f"{'.'.join(map(str, first['loc'])) or '<root>'}: {first['msg']}"
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 def jsonl_documents(

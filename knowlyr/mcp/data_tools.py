@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from knowlyr.errors import ConfigError
+from knowlyr.errors import ConfigError, first_error
 from knowlyr.mcp import models as m
 
 if TYPE_CHECKING:
@@ -36,14 +36,6 @@ __all__ = [
 ]
 
 
-def _first_error(e: Exception) -> str:
-    errors = getattr(e, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        return f"{'.'.join(map(str, first['loc'])) or '<root>'}: {first['msg']}"
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
-
-
 def parse_trajectory(value: dict[str, Any] | str) -> Trajectory:
     """A Trajectory from its JSON object or text; a bad one is a ConfigError naming the field."""
     from knowlyr.trajectory import Trajectory
@@ -54,7 +46,7 @@ def parse_trajectory(value: dict[str, Any] | str) -> Trajectory:
         return Trajectory.model_validate(value)
     except ValueError as e:
         raise ConfigError(
-            f"`trajectory` is not a Trajectory ({_first_error(e)}); pass the JSON that "
+            f"`trajectory` is not a Trajectory ({first_error(e)}); pass the JSON that "
             "get_schema describes, or a file through `path`"
         ) from None
 

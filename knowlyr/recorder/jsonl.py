@@ -28,10 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from knowlyr.recorder.base import get_adapter
-from knowlyr.recorder.files import _walk
-from knowlyr.recorder.pipeline import Encoded, Rejected, _iter_file, _Writer, auto_workers
-from knowlyr.recorder.redact import Redaction, RedactionPolicy, redaction_policy
+from knowlyr.recorder.pipeline import (
+    Encoded,
+    Rejected,
+    _iter_file,
+    _Writer,
+    auto_workers,
+    prepare,
+)
+from knowlyr.recorder.redact import Redaction, RedactionPolicy
 
 __all__ = ["Written", "write_jsonl"]
 
@@ -96,30 +101,23 @@ def write_jsonl(
     Raises:
         UnknownFormatError: when ``format`` names no registered format (nothing is read).
     """
-    if format is not None:
-        get_adapter(format)  # fail fast on a typo, before anything is read or written
-    if workers < 0:
-        raise ValueError(f"workers must be >= 0, got {workers}")
-    redact = redaction_policy(redact)
+    policy, files, n = prepare(paths, format, redact, workers, on_skip, auto_workers(encoded=True))
     output = Path(output)
     with open(output, "wb", buffering=1 << 20) as out:
-        files = list(_walk(paths, on_skip))
-        n = workers or auto_workers(encoded=True)
         if n > 1:
             from knowlyr.recorder import pool
 
-            if pool.worth_it(files):
-                parts = _parts_folder(output)
-                try:
-                    yield from pool.iter_pool(
-                        files, format, redact, n, progress, parts=(parts, _appender(out))
-                    )
-                finally:
-                    shutil.rmtree(parts, ignore_errors=True)
-                return
+            parts = _parts_folder(output)
+            try:
+                yield from pool.iter_pool(
+                    files, format, policy, n, progress, parts=(parts, _appender(out))
+                )
+            finally:
+                shutil.rmtree(parts, ignore_errors=True)
+            return
         writer = _Writer()
         for p in files:
-            yield from _lines(_iter_file(p, format, redact, writer), out)
+            yield from _lines(_iter_file(p, format, policy, writer), out)
             if progress is not None:
                 progress(Path(p))
 

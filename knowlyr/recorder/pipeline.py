@@ -533,6 +533,33 @@ def auto_workers(*, encoded: bool = False) -> int:
     return cpus if cpus >= (2 if encoded else 4) else 1
 
 
+def prepare(
+    paths: Iterable[str | Path] | str | Path,
+    format: str | None,
+    redact: bool | RedactionPolicy,
+    workers: int,
+    on_skip: Callable[[Path], None] | None,
+    auto: int,
+) -> tuple[RedactionPolicy, list[str], int]:
+    """What a conversion of ``paths`` starts from (:func:`iter_records`, :func:`iter_encoded`,
+    :func:`~knowlyr.recorder.write_jsonl`): the redaction policy, the files to read and the
+    processes to read them with (``workers``, ``0``: ``auto``; 1 when a pool would not pay
+    for itself). ``format`` is checked first, so a typo fails before anything is read."""
+    if format is not None:
+        get_adapter(format)
+    if workers < 0:
+        raise ValueError(f"workers must be >= 0, got {workers}")
+    policy = redaction_policy(redact)
+    files = list(_walk(paths, on_skip))
+    n = workers or auto
+    if n > 1:
+        from knowlyr.recorder import pool
+
+        if not pool.worth_it(files):
+            n = 1
+    return policy, files, n
+
+
 def iter_records(
     paths: Iterable[str | Path] | str | Path,
     *,
@@ -568,21 +595,14 @@ def iter_records(
         >>> for r in iter_records(["logs/"], format="openhands"):  # doctest: +SKIP
         ...     print(r.trajectory.id if isinstance(r, Converted) else r.reason)
     """
-    if format is not None:
-        get_adapter(format)  # fail fast on a typo, before any file is read
-    if workers < 0:
-        raise ValueError(f"workers must be >= 0, got {workers}")
-    redact = redaction_policy(redact)
-    files = list(_walk(paths, on_skip))
-    n = workers or auto_workers()
+    policy, files, n = prepare(paths, format, redact, workers, on_skip, auto_workers())
     if n > 1:
         from knowlyr.recorder import pool
 
-        if pool.worth_it(files):
-            yield from pool.iter_pool(files, format, redact, n, progress)
-            return
+        yield from pool.iter_pool(files, format, policy, n, progress)
+        return
     for p in files:
-        yield from _iter_file(p, format, redact)
+        yield from _iter_file(p, format, policy)
         if progress is not None:
             progress(Path(p))
 
@@ -614,24 +634,15 @@ def iter_encoded(
         ...         if isinstance(r, Encoded):
         ...             f.write(r.json + b"\\n")
     """
-    if format is not None:
-        get_adapter(format)
-    if workers < 0:
-        raise ValueError(f"workers must be >= 0, got {workers}")
-    redact = redaction_policy(redact)
-    files = list(_walk(paths, on_skip))
-    n = workers or auto_workers(encoded=True)
+    policy, files, n = prepare(paths, format, redact, workers, on_skip, auto_workers(encoded=True))
     if n > 1:
         from knowlyr.recorder import pool
 
-        if pool.worth_it(files):
-            yield from pool.iter_pool(
-                files, format, redact, n, progress, encoded=True, put_raw=put_raw
-            )
-            return
+        yield from pool.iter_pool(files, format, policy, n, progress, encoded=True, put_raw=put_raw)
+        return
     writer = _Writer(put_raw)
     for p in files:
-        yield from _iter_file(p, format, redact, writer)
+        yield from _iter_file(p, format, policy, writer)
         if progress is not None:
             progress(Path(p))
 

@@ -1,12 +1,14 @@
-"""Score agent logs or trajectory files with the rule layer in batches: memory stays about one
-batch whatever the number of trajectories (what ``knowlyr reward score`` runs without a judge).
+"""Score agent logs or trajectory files with the rule layer in batches: memory stays a few
+batches whatever the number of trajectories (what ``knowlyr reward score`` runs without a
+judge).
 
 Two passes. The first converts the inputs (the recorder's :func:`~knowlyr.recorder.iter_encoded`:
 JSON documents, no models), spools each trajectory's JSON to a temporary file and keeps only
 its task, length and outcome (efficiency's batch medians are taken over every trajectory, so
 the numbers are those of one batch) and the rejected records. The second reads the spool
 :data:`SCORE_BATCH` documents at a time, scores each batch with
-:meth:`~knowlyr.reward.engine.RewardEngine.score_documents` and writes its rewards at once
+:meth:`~knowlyr.reward.engine.RewardEngine.score_documents` (in this process, or in worker
+processes, two batches in flight per worker) and writes their rewards in input order
 (:class:`RewardsWriter`: the bytes of :func:`~knowlyr.reward.engine.dump_rewards`), and
 appends them to a store batch by batch when one is given.
 
@@ -184,10 +186,10 @@ def score_files(
         batch_size: trajectories scored at once.
         workers: processes scoring batches at once (``0``: one per CPU; ``knowlyr reward
             score``'s default); one batch, or one worker, scores in this process. Each worker
-            holds one batch; the rewards are written in input order. The workers are spawned
-            (a forked copy of polars' threads can deadlock), so a script that asks for more
-            than one must start from an ``if __name__ == "__main__":`` block, as
-            :mod:`multiprocessing` requires.
+            scores one batch at a time, at most two per worker are in flight, and the rewards
+            are written in input order. The workers are spawned (a forked copy of polars'
+            threads can deadlock), so a script that asks for more than one must start from
+            an ``if __name__ == "__main__":`` block, as :mod:`multiprocessing` requires.
         on_reject: called with each rejected record (``path``, ``line``, ``reason``) as the
             first pass meets it.
 
@@ -292,8 +294,8 @@ def _scored(
     job: _Batch, ranges: list[tuple[int, int]], workers: int
 ) -> Iterator[tuple[int, bytes, pl.DataFrame | None]]:
     """``job`` of each range, in order: here, or by ``workers`` fresh processes (spawned: a
-    forked copy of a process whose polars threads run can deadlock), at most one batch ahead
-    each."""
+    forked copy of a process whose polars threads run can deadlock), two ranges in flight
+    per worker."""
     workers = min(workers, len(ranges))
     if workers <= 1:
         for start, end in ranges:

@@ -592,14 +592,7 @@ def convert_events(
             target["observation"] = obs
         t0 = target.get("timestamp")
         if t0 is not None:
-            t_end = e.get("timestamp")  # _time(t_end), inlined
-            if type(t_end) is str:
-                try:
-                    t_end = _fromiso(t_end)
-                except ValueError:
-                    t_end = None
-            elif t_end is not None:
-                t_end = parse_time(t_end)
+            t_end = _time(e.get("timestamp"))
             if t_end is not None and (t_end.tzinfo is None) == (t0.tzinfo is None):
                 d = (t_end - t0).total_seconds()  # never -0.0: max(d, 0.0) without the call
                 target["duration_s"] = d if d > 0.0 else 0.0
