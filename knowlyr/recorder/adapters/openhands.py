@@ -512,27 +512,17 @@ def convert_events(
                 elif ts is not None:
                     ts = parse_time(ts)
                 # _new_step, inlined: this runs for every action of every log
-                if ts is None:
-                    s = {
-                        "index": len(steps),
-                        "thought": thought if type(thought) is str else as_str(thought),
-                        "action": call,
-                        "observation": None,
-                        "usage": use,
-                        "duration_s": None,
-                        "metadata": {},
-                    }
-                else:
-                    s = {
-                        "index": len(steps),
-                        "thought": thought if type(thought) is str else as_str(thought),
-                        "action": call,
-                        "observation": None,
-                        "usage": use,
-                        "timestamp": ts,
-                        "duration_s": None,
-                        "metadata": {},
-                    }
+                s = {
+                    "index": len(steps),
+                    "thought": thought if type(thought) is str else as_str(thought),
+                    "action": call,
+                    "observation": None,
+                    "usage": use,
+                }
+                if ts is not None:
+                    s["timestamp"] = ts
+                s["duration_s"] = None
+                s["metadata"] = {}
                 waiting.append(s)
             if pending_user:
                 s["metadata"]["user_message"] = "\n".join(pending_user)
