@@ -8,7 +8,9 @@ process; commands run as an unprivileged user (uid 1000) in ``config.workdir``.
 
 Each command runs as ``bash -lc CMD`` and, when it ends, everything it started is killed
 (``kill -9 -1`` as the sandbox user: the container's own PID namespace, never pid 1), the same
-semantics as the local backend. A wall-clock timeout kills them from outside the same way.
+semantics as the local backend. A wall-clock timeout kills them from outside the same way, or,
+when a fork bomb leaves no pid for that ``kill`` to start, restarts the container (its files
+stay).
 Snapshots are ``commit`` images: :meth:`ContainerSandbox.restore` replaces the container by
 a fresh one from the image, so everything is restored (installed packages, ``/tmp``...), not
 only the workspace; a pristine container of the last snapshot is kept started in the
@@ -370,17 +372,44 @@ class ContainerSandbox(Sandbox):
                 writer.start()
             finished = _read_frames(raw, outs, deadline, _buffered(sock))
             if not finished:  # kill every process of the sandbox user, then drain
-                api.exec_start(api.exec_create(cid, ["kill", "-9", "-1"], user=user)["Id"])
+                self._kill_all()
                 _read_frames(raw, outs, time.monotonic() + 5.0)
         finally:
             sock.close()
+        if not finished:  # (a restarted container has forgotten the exec)
+            return 124, outs[0], outs[1], True
         code = api.exec_inspect(eid).get("ExitCode")
-        return (
-            (124 if not finished else (code if code is not None else -1)),
-            outs[0],
-            outs[1],
-            not finished,
+        return (code if code is not None else -1), outs[0], outs[1], False
+
+    def _kill_all(self) -> None:
+        """Kill every process of the sandbox user (a command past its deadline).
+
+        ``kill -9 -1`` runs in the container as that user. When no process can start there
+        (a fork bomb holds every pid of the limit, and the engine's exec fails), the
+        container is restarted instead: its pid 1 dies, taking every process with it, and
+        the filesystem stays as it was.
+        """
+        api = self._client.api
+        try:
+            eid = api.exec_create(self._container.id, ["kill", "-9", "-1"], user=str(UID))["Id"]
+            api.exec_start(eid)
+            code = api.exec_inspect(eid).get("ExitCode")
+        except Exception as e:
+            code = f"{type(e).__name__}: {e}"
+        if code in (0, 1):  # 1: nothing was left to kill
+            return
+        log.warning(
+            "could not kill the processes in %s (exit %s): restarting it",
+            self._container.name,
+            code,
         )
+        try:
+            self._container.restart(timeout=0)
+        except Exception as e:
+            raise SandboxError(
+                f"could not kill the processes of a timed-out command in {self._container.name}: "
+                f"the kill failed (exit {code}) and so did a restart: {e}"
+            ) from e
 
     def exec(
         self, cmd: str, *, timeout: float | None = None, stdin: str | None = None

@@ -56,10 +56,9 @@ def _sandbox_processes(sb) -> list[str]:
                     pass
         return pids
     # in the container only the init process and its `sleep infinity` (both root) may remain
-    out = sb.exec(
-        'ps -eo user=,pid=,args= | awk \'$1 != "root" && $3 != "ps" && $3 !~ /bash|awk/\''
-    ).stdout
-    return [line for line in out.splitlines() if line.strip()]
+    r = sb.exec('ps -eo user=,pid=,args= | awk \'$1 != "root" && $3 != "ps" && $3 !~ /bash|awk/\'')
+    assert r.exit_code == 0, r  # `ps` itself ran (a full pids limit would stop it)
+    return [line for line in r.stdout.splitlines() if line.strip()]
 
 
 def test_cannot_write_outside_the_workspace(make_sandbox, host_unchanged):
@@ -173,6 +172,17 @@ def test_fork_bomb_is_contained(make_sandbox, host_unchanged):
     time.sleep(0.5)
     assert _sandbox_processes(sb) == []
     assert sb.exec("echo still-usable").stdout == "still-usable\n"
+
+
+def test_a_command_holding_every_pid_past_its_deadline_is_killed(make_sandbox, host_unchanged):
+    # no process can start in the sandbox until its deadline: the kill comes from outside
+    sb = make_sandbox(max_processes=32)
+    sb.write_file("keep.txt", "kept\n")
+    r = sb.exec("while :; do sleep 60 & done", timeout=3)
+    assert r.timed_out and r.exit_code == 124, r
+    assert "Resource temporarily unavailable" in r.stderr, r
+    assert _sandbox_processes(sb) == []
+    assert sb.exec("cat keep.txt").stdout == "kept\n"  # the files stay
 
 
 @pytest.mark.parametrize(
