@@ -67,7 +67,8 @@ def _dir_lock(d: Path) -> Iterator[None]:
 
 
 def _remove_state(d: Path, sandbox_id: str) -> None:
-    for suffix in (".json", ".sock", ".log"):
+    # the socket first: from then on a new request is refused instead of left unanswered
+    for suffix in (".sock", ".json", ".log"):
         with contextlib.suppress(FileNotFoundError):
             (d / f"{sandbox_id}{suffix}").unlink()
 
@@ -207,11 +208,19 @@ def call(
                 f"no open sandbox {sandbox_id!r} (never created, removed, closed after its idle "
                 "timeout, or its keeper died); list them with `knowlyr sandbox ls`"
             ) from None
-        s.sendall(json.dumps({"op": op, **args}).encode() + b"\n")
-        s.shutdown(socket.SHUT_WR)
         data = bytearray()
-        while chunk := s.recv(1 << 16):
-            data += chunk
+        try:
+            s.sendall(json.dumps({"op": op, **args}).encode() + b"\n")
+            s.shutdown(socket.SHUT_WR)
+            while chunk := s.recv(1 << 16):
+                data += chunk
+        except OSError as e:  # the keeper went away with the request unanswered
+            if not path.exists():  # it was closing (`rm`, its idle timeout)
+                raise UnknownSandboxError(
+                    f"no open sandbox {sandbox_id!r}: it closed while the request was sent; "
+                    "list them with `knowlyr sandbox ls`"
+                ) from None
+            raise SandboxError(f"the keeper of {sandbox_id} failed to answer: {e}") from e
     finally:
         s.close()
     if not data:
@@ -243,11 +252,12 @@ class _Server(socketserver.ThreadingUnixStreamServer):
     daemon_threads = False  # server_close() waits for the handlers: a reply is never cut off
     block_on_close = True
 
-    def __init__(self, path: str, manager: SandboxManager, sandbox_id: str):
+    def __init__(self, path: Path, manager: SandboxManager, sandbox_id: str):
         self.manager = manager
         self.sandbox_id = sandbox_id
+        self.dir = path.parent
         self.stop = threading.Event()
-        super().__init__(path, _Handler)
+        super().__init__(os.fspath(path), _Handler)
 
     def dispatch(self, req: dict[str, Any]) -> Any:
         from knowlyr.trajectory import Trajectory
@@ -267,6 +277,7 @@ class _Server(socketserver.ThreadingUnixStreamServer):
         if op == "close":
             mgr.remove(sid)
             self.stop.set()
+            _remove_state(self.dir, sid)  # before the reply: the caller's next request is refused
             return None
         raise SandboxError(f"unknown keeper request {op!r}")
 
@@ -293,7 +304,7 @@ def _main(argv: list[str] | None = None) -> int:
         return 1
     sid = info.id
     sock = d / f"{sid}.sock"
-    server = _Server(os.fspath(sock), mgr, sid)
+    server = _Server(sock, mgr, sid)
     signal.signal(signal.SIGTERM, lambda *_: server.stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the creating shell is not for us
     server.timeout = 0.25

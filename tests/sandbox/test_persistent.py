@@ -175,3 +175,38 @@ def test_cli_limit_and_a_killed_keeper(sandbox_root: Path):
     assert [p.name for p in sandbox_root.glob("knowlyr-sb-*")] != [] and b != a
     assert len(list(sandbox_root.glob("knowlyr-sb-*"))) == 1
     assert not list((sandbox_root / "knowlyr-sandboxes").glob(f"{a}.*"))
+
+
+@pytest.mark.parametrize("closing", [True, False], ids=["closing", "broken"])
+def test_a_keeper_that_goes_away_with_the_request_unanswered(tmp_path: Path, closing: bool):
+    import socket
+    import threading
+
+    from knowlyr.sandbox.keeper import call, keeper_dir
+
+    path = keeper_dir(tmp_path) / "sb-gone.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+
+    def leave() -> None:  # takes the connection, then goes without reading or answering
+        conn, _ = server.accept()
+        time.sleep(0.2)  # the request is in its buffer, unread: the caller sees a reset
+        if closing:
+            path.unlink()  # as a keeper does on `rm` or its idle timeout
+        conn.close()
+        server.close()
+
+    t = threading.Thread(target=leave)
+    t.start()
+    try:
+        with pytest.raises(SandboxError) as e:
+            call("sb-gone", "exec", root=tmp_path, tool="bash", params={"command": "ls"})
+    finally:
+        t.join()
+    if closing:
+        assert isinstance(e.value, UnknownSandboxError)
+        assert "no open sandbox 'sb-gone'" in str(e.value) and "closed" in str(e.value)
+    else:
+        assert not isinstance(e.value, UnknownSandboxError)
+        assert "the keeper of sb-gone failed to answer" in str(e.value)
