@@ -87,3 +87,25 @@ def test_generated_corpus_builds_as_validation_would(
     for r in results:
         _assert_as_validated(r.trajectory)
         assert len(r.trajectory.steps) == 20
+
+
+def test_built_models_share_one_fields_set_that_nothing_changes(fixtures_dir: Path) -> None:
+    # a set per model was a third of a converted trajectory's memory; a shared one must behave
+    # as a set per model would: full, and unchanged by anything done to another model
+    files = _log_files(fixtures_dir) + _log_files(DATA)
+    trajs = [r.trajectory for r in iter_records(files) if isinstance(r, Converted)]
+    steps = [s for t in trajs for s in t.steps]
+    a, b = steps[0], steps[-1]
+    assert a.__pydantic_fields_set__ is b.__pydantic_fields_set__
+    assert a.model_fields_set == set(type(a).model_fields)
+    before = b.model_dump(exclude_unset=True)
+    a.duration_s = 1.5  # a field: its name is in the set already
+    c = a.model_copy(update={"metadata": {"k": 1}})
+    assert b.model_fields_set == set(type(b).model_fields)
+    assert b.model_dump(exclude_unset=True) == before and c.metadata == {"k": 1}
+    # extra="allow": an assignment adds a new name to that model's set, never to another's
+    t1, t2 = trajs[0].task, trajs[1].task
+    assert t1.__pydantic_fields_set__ is not t2.__pydantic_fields_set__
+    t1.run_label = "mine"
+    assert "run_label" in t1.model_fields_set and "run_label" not in t2.model_fields_set
+    assert "run_label" not in t2.model_dump(exclude_unset=True)
