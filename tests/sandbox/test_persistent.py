@@ -75,11 +75,14 @@ def test_unknown_ids_count_limit_and_remove(manager: SandboxManager):
 
 
 def test_idle_sandboxes_are_closed():
-    # 1 s: on a loaded machine creating the second sandbox alone took 0.27 s
     with SandboxManager(idle_timeout_s=1.0) as mgr:
+        # no reaping until both exist: on a stalled machine the first was gone before its root
+        # was read (KeyError), and creating one took 0.27 s on a loaded one
+        mgr.idle_timeout_s = None
         idle = mgr.create().id
         root = mgr._entries[idle].sandbox.root  # type: ignore[attr-defined]
         busy = mgr.create().id
+        mgr.idle_timeout_s = 1.0
         deadline = time.monotonic() + 30
         # the reaper takes the sandbox off the list, then closes it (outside the manager's lock)
         while (idle in {i.id for i in mgr.list()} or root.exists()) and time.monotonic() < deadline:
