@@ -62,8 +62,55 @@ SCHEMA_VERSION = "1.0"
 INVALID_ACTION_TOOL = "invalid_action"
 
 
+class SharedFieldsSet(set):
+    """A ``fields_set`` (the names of the fields a model was given) shared by every model
+    with the same names, instead of a set per model.
+
+    A set per model was a third of a loaded trajectory's memory (a step's twelve names take
+    728 bytes) and a third of the objects the cyclic GC walks: loading 4,000 trajectories
+    into a list took 340 us each with a set per model and 205 us shared (47 KB each instead
+    of 73). Pydantic changes a model's ``fields_set`` in one way, adding a name on assignment,
+    and ``_Model.__setattr__`` gives the model its own copy first (copy on write); a copy
+    (``model_copy``) has its own. Do not change ``model.model_fields_set`` in place.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(set(self))
+
+
+_FIELDS_SETS: dict[frozenset[str], SharedFieldsSet] = {}
+_MAX_FIELDS_SETS = 4096  # name sets are few; a TaskInfo's extras are arbitrary names
+_put_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+
+
+def shared_fields_set(names: Any) -> set[str]:
+    """The shared set of ``names`` (a plain new set once the table is full)."""
+    key = frozenset(names)
+    shared = _FIELDS_SETS.get(key)
+    if shared is None:
+        if len(_FIELDS_SETS) >= _MAX_FIELDS_SETS:
+            return set(key)
+        shared = _FIELDS_SETS.setdefault(key, SharedFieldsSet(key))
+    return shared
+
+
+def _share(m: BaseModel | None) -> None:
+    if m is not None:
+        fs = m.__pydantic_fields_set__
+        if type(fs) is not SharedFieldsSet:
+            _put_fields_set(m, shared_fields_set(fs))
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        fs = self.__pydantic_fields_set__
+        if type(fs) is SharedFieldsSet and name not in fs:  # pydantic will add the name
+            _put_fields_set(self, set(fs))
+        super().__setattr__(name, value)
 
 
 class ToolCall(_Model):
@@ -182,6 +229,16 @@ class Trajectory(_Model):
     def _fill_id(self) -> Trajectory:
         if not self.id:
             self.id = self.content_hash()
+        _share(self)  # see SharedFieldsSet
+        _share(self.task)
+        _share(self.agent)
+        _share(self.outcome)
+        _share(self.source)
+        for st in self.steps:
+            _share(st)
+            _share(st.action)
+            _share(st.observation)
+            _share(st.usage)
         return self
 
     def canonical_bytes(self) -> bytes:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pickle
 from datetime import UTC, datetime
 
 import orjson
@@ -183,3 +184,43 @@ def test_schema_command_prints_the_json_schema():
     assert schema["title"] == "Trajectory"
     assert {"id", "task", "steps", "outcome", "source"} <= set(schema["properties"])
     assert "Step" in schema["$defs"]
+
+
+def test_loaded_models_share_fields_sets_copied_on_write() -> None:
+    # every step given the same fields shares one fields_set (a third of a loaded
+    # trajectory's memory otherwise); assigning a field one lacks changes that one only
+    doc = {
+        "task": {"task_id": "t", "instruction": "do it"},
+        "steps": [
+            {"index": i, "action": {"tool": "bash", "params": {"command": "ls"}},
+             "observation": {"output": "a.py\n"}}
+            for i in range(3)
+        ],
+    }  # fmt: skip
+    t, u = (
+        Trajectory.from_json(orjson.dumps(doc)),
+        Trajectory.model_validate_json(orjson.dumps(doc)),
+    )
+    s0, s1, s2 = t.steps
+    assert (
+        s0.__pydantic_fields_set__
+        is s1.__pydantic_fields_set__
+        is u.steps[0].__pydantic_fields_set__
+    )
+    assert s0.model_fields_set == {"index", "action", "observation"}
+    assert repr(s0.model_fields_set) == repr(set(s0.model_fields_set))
+    dumped = s1.model_dump(exclude_unset=True)
+    s0.reward = 0.5  # not given: the name goes into s0's own set
+    s2.observation.exit_code = 0
+    assert s0.model_fields_set == {"index", "action", "observation", "reward"}
+    assert s1.model_fields_set == {"index", "action", "observation"}
+    assert s1.model_dump(exclude_unset=True) == dumped and "reward" not in dumped
+    assert t.steps[1].observation.model_fields_set == {"output"}
+    assert u.steps[2].observation.model_dump(exclude_unset=True) == {"output": "a.py\n"}
+    c = s1.model_copy(update={"reward": 1.0})
+    assert "reward" in c.model_fields_set and "reward" not in s1.model_fields_set
+    # a pickled trajectory keeps the sharing safe too
+    back = pickle.loads(pickle.dumps(t))
+    back.steps[1].duration_s = 2.0
+    assert "duration_s" not in back.steps[2].model_fields_set
+    assert back.steps[2].model_dump(exclude_unset=True) == t.steps[2].model_dump(exclude_unset=True)

@@ -53,6 +53,7 @@ from knowlyr.trajectory import (
     Trajectory,
     Usage,
     document_id,
+    shared_fields_set,
 )
 
 __all__ = [
@@ -304,22 +305,15 @@ _extra_set = BaseModel.__dict__["__pydantic_extra__"].__set__
 _private_set = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
-def _every_field(cls: type) -> set[str] | None:
-    """One ``fields_set`` of every field, shared by all of ``cls``'s built models (a set per
-    model was a third of a converted trajectory's memory: 12 names, 728 bytes, per step).
-
-    Sharing is safe because nothing can change it: pydantic only ever adds a name to a
-    model's ``fields_set`` (an assignment to a field already in it, a no-op) or changes a
-    copy's (``model_copy``). The exception is an ``extra="allow"`` model, where assigning a
-    new attribute adds its name, so such a class keeps a set per model (None)."""
+def _every_field(cls: type) -> set[str]:
+    """The shared ``fields_set`` of all of ``cls``'s fields (see SharedFieldsSet)."""
     try:
         return _EVERY_FIELD[cls]
     except KeyError:
-        fs = None if cls.model_config.get("extra") == "allow" else set(cls.model_fields)
-        return _EVERY_FIELD.setdefault(cls, fs)
+        return _EVERY_FIELD.setdefault(cls, shared_fields_set(cls.model_fields))
 
 
-_EVERY_FIELD: dict[type, set[str] | None] = {}
+_EVERY_FIELD: dict[type, set[str]] = {}
 
 
 def _build(
@@ -334,9 +328,9 @@ def _build(
     _set(m, "__dict__", d)
     if fields_set is None:
         fs = _every_field(cls)
-        _fields_set(m, fs if fs is not None and len(fs) == len(d) else set(d))
+        _fields_set(m, fs if len(fs) == len(d) else shared_fields_set(d))
     else:
-        _fields_set(m, set(fields_set))
+        _fields_set(m, shared_fields_set(fields_set))
     _extra_set(m, extra)
     _private_set(m, None)
     return m
