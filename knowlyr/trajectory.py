@@ -229,7 +229,9 @@ class Trajectory(_Model):
     def _fill_id(self) -> Trajectory:
         if not self.id:
             self.id = self.content_hash()
-        _share(self)  # see SharedFieldsSet
+        # and every model of the tree gets the shared set of its field names (SharedFieldsSet);
+        # one validator: the store's document path expects exactly this one on the schema
+        _share(self)
         _share(self.task)
         _share(self.agent)
         _share(self.outcome)

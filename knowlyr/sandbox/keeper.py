@@ -209,22 +209,26 @@ def call(
                 "timeout, or its keeper died); list them with `knowlyr sandbox ls`"
             ) from None
         data = bytearray()
+        lost: OSError | None = None
         try:
             s.sendall(json.dumps({"op": op, **args}).encode() + b"\n")
             s.shutdown(socket.SHUT_WR)
             while chunk := s.recv(1 << 16):
                 data += chunk
-        except OSError as e:  # the keeper went away with the request unanswered
-            if not path.exists():  # it was closing (`rm`, its idle timeout)
-                raise UnknownSandboxError(
-                    f"no open sandbox {sandbox_id!r}: it closed while the request was sent; "
-                    "list them with `knowlyr sandbox ls`"
-                ) from None
-            raise SandboxError(f"the keeper of {sandbox_id} failed to answer: {e}") from e
+        except OSError as e:  # reset or broken pipe: the keeper went away mid-request
+            lost = e
     finally:
         s.close()
-    if not data:
-        raise SandboxError(f"the keeper of {sandbox_id} closed the connection without answering")
+    if lost is not None or not data:  # no answer, whether the keeper reset or just closed
+        if not path.exists():  # it was closing (`rm`, its idle timeout)
+            raise UnknownSandboxError(
+                f"no open sandbox {sandbox_id!r}: it closed while the request was sent; "
+                "list them with `knowlyr sandbox ls`"
+            )
+        why = f": {lost}" if lost is not None else ""
+        raise SandboxError(
+            f"the keeper of {sandbox_id} closed the connection without answering{why}"
+        )
     reply = json.loads(data)
     if reply.get("ok"):
         return reply.get("result")
