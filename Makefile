@@ -34,10 +34,11 @@ run: install sysdeps
 	$(PY) -m flows.iterate
 
 # Two workers (one per core here), a test file per worker at a time: module fixtures and the
-# session's Prefect harness are per worker. TEST_WORKERS=0 runs in one process.
+# session's Prefect harness are per worker; the slowest files go first (tests/conftest.py), in
+# the order given (--no-loadscope-reorder). TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 test: install sysdeps
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 lint:
 	$(VENV)/bin/ruff check .

@@ -26,3 +26,23 @@ def fixtures_dir() -> Path:
             f"{SHARED_FIXTURES} is missing: the tests read real agent logs from tests/data/fixtures"
         )
     return SHARED_FIXTURES
+
+
+# The slowest files (2-2.5 min each, a minute or less for every other) go to the workers first:
+# with `--dist loadfile` a worker takes one file at a time, and one of these picked up last
+# leaves the other worker idle until it ends. The Makefile passes --no-loadscope-reorder, which
+# keeps this order (xdist would otherwise sort files by their number of tests, putting these
+# one-test files last).
+_SLOWEST_FIRST = (
+    "tests/train/test_closed_loop.py",
+    "tests/train/test_grpo_learning.py",
+    "tests/flows/test_deployment.py",
+    "tests/flows/test_iterate.py",
+    "tests/train/test_grpo_reward.py",
+    "tests/agents/test_serve.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(_SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
