@@ -135,22 +135,25 @@ def reap_containers(client: Any = None) -> list[str]:
     Returns:
         The names of the containers and the tags of the images removed.
     """
-    client = client or _client()
+    api = (client or _client()).api
     ours = f"{PIDNS}={pid_namespace()}"
     removed: list[str] = []
-    # one label filter: Podman 4.3 lists no image at all for two
-    for c in client.containers.list(all=True, filters={"label": ours}):
-        if LABEL in c.labels and owner_dead(c.labels):
+    # The listings' summaries carry the labels: the SDK's containers.list / images.list would
+    # inspect each one, and fail when another sandbox removes its own in between.
+    # One label filter: Podman 4.3 lists no image at all for two.
+    for c in api.containers(all=True, filters={"label": ours}):
+        labels = c.get("Labels") or {}
+        if LABEL in labels and owner_dead(labels):
             with contextlib.suppress(Exception):
-                c.remove(force=True)
-                removed.append(c.name)
-    for image in client.images.list(filters={"label": ours}):
-        labels = image.labels or {}
-        tags = [t for t in image.tags if "knowlyr-snapshot/" in t]  # Podman adds docker.io/
-        if tags and LABEL in labels and owner_dead(labels):
+                api.remove_container(c["Id"], force=True)
+                removed.append(((c.get("Names") or [c["Id"]])[0]).lstrip("/"))
+    for image in api.images(filters={"label": ours}):
+        labels = image.get("Labels") or {}
+        tags = [t for t in image.get("RepoTags") or () if "knowlyr-snapshot/" in t]
+        if tags and LABEL in labels and owner_dead(labels):  # (Podman prefixes docker.io/)
             for tag in tags:
                 with contextlib.suppress(Exception):
-                    client.images.remove(tag, force=True)
+                    api.remove_image(tag, force=True)
                     removed.append(tag)
     return removed
 
