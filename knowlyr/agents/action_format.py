@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -49,6 +50,7 @@ __all__ = [
     "TOOL_JSON",
     "USER_JSON",
     "action_to_message",
+    "messages_json",
     "parse_action_text",
     "render_action",
     "step_to_messages",
@@ -161,27 +163,47 @@ def trajectory_messages_json(
     The same messages, built without intermediate dicts: the export hot path. A test checks
     it equals ``[orjson.dumps(m) for m in trajectory_to_messages(...)]``.
     """
+    return messages_json(
+        traj.task.instruction,
+        traj.steps if steps is None else steps,
+        system_prompt=system_prompt,
+        include_final_observation=include_final_observation,
+    )
+
+
+def messages_json(
+    instruction: str,
+    steps: Sequence[Step | Mapping[str, Any]],
+    *,
+    system_prompt: str | None = None,
+    include_final_observation: bool = False,
+) -> list[bytes]:
+    """:func:`trajectory_messages_json` of a task instruction and steps given as models or as
+    step documents (the validated JSON of a step, as the store keeps it): both are read as
+    plain dicts, so an export of documents builds no model."""
     dumps = orjson.dumps
     out: list[bytes] = []
     if system_prompt:
         out.append(SYSTEM_JSON % dumps(system_prompt))
-    out.append(USER_JSON % dumps(traj.task.instruction))
-    steps = traj.steps if steps is None else steps
+    out.append(USER_JSON % dumps(instruction))
     last = len(steps) - 1
-    for i, step in enumerate(steps):
-        a = step.action
-        if a is None or step.message:
-            out.extend(
-                dumps(m)
-                for m in step_to_messages(
-                    step, include_observation=include_final_observation or i < last
-                )
-            )
+    for i, s in enumerate(steps):
+        d = s if type(s) is dict else s.__dict__
+        a, o, m = d.get("action"), d.get("observation"), d.get("message")
+        content = d["thought"]
+        if a is None:  # a text turn
+            if m is not None:
+                content = f"{content}\n{m}" if content else m
+            out.append(ASSISTANT_TEXT_JSON % dumps(content))
             continue
-        tool = dumps(a.tool)
-        out.append(ASSISTANT_JSON % (dumps(step.thought), tool, dumps(a.params)))
-        if step.observation is not None and (include_final_observation or i < last):
-            out.append(TOOL_JSON % (tool, dumps(step.observation.output)))
+        if m:
+            content = f"{content}\n{m}" if content else m
+        ad = a if type(a) is dict else a.__dict__
+        tool = dumps(ad["tool"])
+        out.append(ASSISTANT_JSON % (dumps(content), tool, dumps(ad["params"])))
+        if o is not None and (include_final_observation or i < last):
+            output = o["output"] if type(o) is dict else o.output
+            out.append(TOOL_JSON % (tool, dumps(output)))
     return out
 
 

@@ -45,29 +45,27 @@ def _store(url: str):
         raise _fail(e) from e
 
 
-@paused()  # every trajectory is kept: see knowlyr._gc
-def _load_trajectories(inputs: list[Path], store: str | None) -> list:
-    from knowlyr.trajectory import Trajectory
+def _export_documents(export, inputs: list[Path] | None, store: str | None, **kw):
+    """``export`` (export_dpo or export_grpo) of the JSONL files' and the store's trajectories,
+    read as validated JSON documents (no model built); a bad line or no trajectory at all is a
+    usage error naming the input."""
+    from knowlyr.errors import KnowlyrError, RecordError
 
+    inputs = inputs or []
     _check_inputs(inputs)
-    out = []
-    for path in inputs:
-        with path.open("rb") as f:
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        out.append(Trajectory.from_json(line))
-                    except Exception as e:
-                        raise _usage(
-                            "INPUT",
-                            f"{path}:{n}: not a trajectory ({first_error(e)}); pass JSONL "
-                            "files of trajectories (`knowlyr record convert` writes them)",
-                        ) from e
-    if store is not None:
-        out.extend(_store(store).iter_trajectories())
-    if not out:
+    try:
+        with paused():  # every trajectory is kept until the pairs or groups are known
+            result = export(_documents(inputs, store), validated=True, **kw)
+    except RecordError as e:
+        raise _usage(
+            "INPUT",
+            f"{e}; pass JSONL files of trajectories (`knowlyr record convert` writes them)",
+        ) from e
+    except KnowlyrError as e:  # a store that cannot be opened or read
+        raise _fail(e) from e
+    if not result.card.params["input_trajectories"]:
         raise _usage("INPUT", "no trajectories: pass JSONL files or --store")
-    return out
+    return result
 
 
 def _check_inputs(inputs: list[Path]) -> None:
@@ -220,16 +218,19 @@ def export_dpo_cmd(
     """Conversational prompt/chosen/rejected pairs built per task."""
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_dpo
 
-    trajs = _load_trajectories(inputs or [], store)
-    result = export_dpo(
-        trajs, system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT, min_margin=min_margin
+    result = _export_documents(
+        export_dpo,
+        inputs,
+        store,
+        system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
+        min_margin=min_margin,
     )
     _finish(
         result,
         output,
         to_store,
         name,
-        given=f"{len(trajs)} trajectories",
+        given=f"{result.card.params['input_trajectories']} trajectories",
         hint="a pair needs two trajectories of one task whose rewards differ by at least "
         f"--min-margin ({min_margin}); give more trajectories per task or lower --min-margin",
     )
@@ -250,16 +251,19 @@ def export_grpo_cmd(
     """Trajectories grouped per task with rewards, advantages and step-level advantages."""
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_grpo
 
-    trajs = _load_trajectories(inputs or [], store)
-    result = export_grpo(
-        trajs, system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT, min_group_size=min_group_size
+    result = _export_documents(
+        export_grpo,
+        inputs,
+        store,
+        system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
+        min_group_size=min_group_size,
     )
     _finish(
         result,
         output,
         to_store,
         name,
-        given=f"{len(trajs)} trajectories",
+        given=f"{result.card.params['input_trajectories']} trajectories",
         hint=f"no task has --min-group-size ({min_group_size}) trajectories; lower it or "
         "give more trajectories per task",
     )

@@ -7,7 +7,7 @@ import math
 import os
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,17 +15,24 @@ from typing import Any
 import orjson
 
 from knowlyr.errors import ExportError
+from knowlyr.store._documents import validate_document
 from knowlyr.trajectory import Trajectory
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
+    "CallShapes",
     "DatasetCard",
     "ExportResult",
+    "add_call_shapes",
     "as_trajectories",
     "infer_tool_schemas",
     "normalized_step_weights",
+    "reward_of",
+    "schemas_of_shapes",
+    "step_rewards_of",
     "step_weights",
     "tool_schemas_from_calls",
+    "trajectory_fields",
     "trajectory_reward",
 ]
 
@@ -86,6 +93,43 @@ def as_trajectories(items: Iterable[Trajectory | Mapping[str, Any]]) -> Iterable
                 raise ExportError(f"record {i} is not a valid trajectory: {e}") from e
         else:
             raise ExportError(f"record {i} must be a Trajectory or a dict, got {type(t).__name__}")
+
+
+def trajectory_fields(
+    items: Iterable[Trajectory | Mapping[str, Any]], validated: bool
+) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]]:
+    """Each trajectory's fields, task and outcome as mappings (a model's ``__dict__``, a
+    document's dicts): the exporter reads both alike. Dicts are validated as the model
+    validates them (:func:`~knowlyr.store._documents.validate_document`) unless
+    ``validated``."""
+    for i, t in enumerate(items):
+        if isinstance(t, Trajectory):
+            td = t.__dict__
+            yield td, td["task"].__dict__, td["outcome"].__dict__
+        elif isinstance(t, Mapping):
+            if not validated:
+                try:
+                    t = validate_document(t)
+                except Exception as e:
+                    raise ExportError(f"record {i} is not a valid trajectory: {e}") from e
+            yield t, t["task"], t.get("outcome") or {}
+        else:
+            raise ExportError(f"record {i} must be a Trajectory or a dict, got {type(t).__name__}")
+
+
+def step_rewards_of(steps: list[Any]) -> list[float | None]:
+    """The reward of each step (models or step documents; None where a step has none)."""
+    return [(s if type(s) is dict else s.__dict__).get("reward") for s in steps]
+
+
+def reward_of(step_rewards: list[float | None], outcome: Mapping[str, Any]) -> float:
+    """:func:`~knowlyr.export.common.trajectory_reward` of a trajectory's step rewards and
+    outcome: their sum when any step has one, else ``score``, else 1.0 for a success."""
+    if any(r is not None for r in step_rewards):
+        return float(sum(r or 0.0 for r in step_rewards))
+    if outcome.get("score") is not None:
+        return float(outcome["score"])
+    return 1.0 if outcome.get("success") else 0.0
 
 
 _JSON_TYPES = {
@@ -166,6 +210,30 @@ def tool_schemas_from_calls(
             }
         )
     return out
+
+
+#: Tool-call shapes: (tool, parameter names) -> the params of the first call of that shape, in
+#: order of first appearance. The schemas of all the calls are those of these
+#: (:func:`schemas_of_shapes`), so an export keeps one call per shape, not every call.
+CallShapes = dict[tuple[str, tuple[str, ...]], dict[str, Any]]
+
+
+def add_call_shapes(shapes: CallShapes, steps: Iterable[Any]) -> None:
+    """Record in ``shapes`` the tool calls of ``steps`` (models or step documents) whose shape
+    is new."""
+    for s in steps:
+        a = (s if type(s) is dict else s.__dict__).get("action")
+        if a is not None:
+            ad = a if type(a) is dict else a.__dict__
+            p = ad["params"]
+            shapes.setdefault((ad["tool"], tuple(p)), p)
+
+
+def schemas_of_shapes(shapes: CallShapes) -> list[dict[str, Any]]:
+    """:func:`infer_tool_schemas` of the calls whose shapes ``shapes`` holds."""
+    return tool_schemas_from_calls(
+        [t for t, _ in shapes], list(shapes.values()), [k for _, k in shapes]
+    )
 
 
 @dataclass

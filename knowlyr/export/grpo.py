@@ -23,17 +23,20 @@ from typing import Any
 
 import orjson
 
-from knowlyr.agents.action_format import trajectory_messages_json
+from knowlyr.agents.action_format import messages_json
 from knowlyr.errors import ExportError
 from knowlyr.export.common import (
     DEFAULT_SYSTEM_PROMPT,
+    CallShapes,
     DatasetCard,
     ExportResult,
-    as_trajectories,
-    infer_tool_schemas,
+    add_call_shapes,
     normalized_step_weights,
+    reward_of,
     reward_stats,
-    trajectory_reward,
+    schemas_of_shapes,
+    step_rewards_of,
+    trajectory_fields,
 )
 from knowlyr.export.sft import json_list_array
 from knowlyr.trajectory import Trajectory
@@ -72,29 +75,54 @@ def export_grpo(
     min_group_size: int = 1,
     scale_advantages: bool = True,
     step_mix: float = 1.0,
+    validated: bool = False,
 ) -> ExportResult:
     """Export trajectories grouped per task for GRPO.
 
     Args:
-        trajectories: trajectories, several per task for meaningful advantages.
+        trajectories: trajectories, several per task for meaningful advantages: models, or
+            their JSON documents (dicts), validated as the model validates them and read
+            without building models.
         system_prompt: system message of the prompt (``None``: none).
         tools: OpenAI function schemas (inferred from the calls when ``None``).
         rewards: trajectory id -> reward overriding the stored rewards.
         min_group_size: tasks with fewer trajectories are left out (listed in ``rejected``).
         scale_advantages: divide by the group std (GRPO) or only centre (Dr. GRPO style).
         step_mix: how much step advantages follow the step rewards (see :func:`step_advantages`).
+        validated: the documents are validated already (the store's, or
+            :func:`~knowlyr.export.sft_parallel.jsonl_documents`'): not checked again.
     """
     import pyarrow as pa
     from datasets import Dataset
 
     if min_group_size < 1:
         raise ExportError(f"min_group_size must be at least 1, got {min_group_size}")
-    groups: dict[str, list[Trajectory]] = defaultdict(list)
-    for t in as_trajectories(trajectories):
-        groups[t.task.task_id].append(t)
-    all_trajs = [t for g in groups.values() for t in g]
+    # per task: its first instruction, then per trajectory (id, success, reward, step rewards);
+    # nothing else of a trajectory is kept. Tool schemas are inferred in group order (a task's
+    # call shapes, tasks in order of first appearance), as from the grouped trajectories.
+    groups: dict[str, tuple[str, list[tuple[str, bool, float, list[float | None]]]]] = {}
+    task_shapes: dict[str, CallShapes] = defaultdict(dict)
+    for td, task, outcome in trajectory_fields(trajectories, validated):
+        tid, steps = td["id"], td.get("steps") or []
+        step_r = step_rewards_of(steps)
+        if rewards is not None and tid in rewards:
+            reward = float(rewards[tid])
+        else:
+            reward = reward_of(step_r, outcome)
+        task_id = task["task_id"]
+        group = groups.get(task_id)
+        if group is None:
+            group = groups[task_id] = (task["instruction"], [])
+        group[1].append((tid, bool(outcome.get("success")), reward, step_r))
+        if tools is None:
+            add_call_shapes(task_shapes[task_id], steps)
     if tools is None:
-        tools = infer_tool_schemas(all_trajs)
+        shapes: CallShapes = {}
+        for task_id in groups:
+            for shape, params in task_shapes[task_id].items():
+                shapes.setdefault(shape, params)
+        tools = schemas_of_shapes(shapes)
+    del task_shapes
     tools_json = [orjson.dumps(t) for t in tools]
     prompts: list[list[bytes]] = []
     cols: dict[str, list[Any]] = {
@@ -112,23 +140,21 @@ def export_grpo(
     }
     rejected: list[tuple[str, str]] = []
     all_rewards: list[float] = []
-    for task_id, group in groups.items():
+    head = 2 if system_prompt else 1
+    for task_id, (instruction, group) in groups.items():
         if len(group) < min_group_size:
             rejected.append((task_id, f"group of {len(group)} < min_group_size {min_group_size}"))
             continue
-        rs = [trajectory_reward(t, rewards) for t in group]
+        rs = [r for _, _, r, _ in group]
         adv = group_advantages(rs, scale=scale_advantages)
-        head = 2 if system_prompt else 1
-        prompts.append(
-            trajectory_messages_json(group[0], system_prompt=system_prompt, steps=[])[:head]
-        )
+        prompts.append(messages_json(instruction, [], system_prompt=system_prompt)[:head])
         cols["task_id"].append(task_id)
-        cols["instruction"].append(group[0].task.instruction)
-        cols["trajectory_ids"].append([t.id for t in group])
+        cols["instruction"].append(instruction)
+        cols["trajectory_ids"].append([tid for tid, _, _, _ in group])
         cols["rewards"].append(rs)
         cols["advantages"].append(adv)
-        cols["success"].append([bool(t.outcome.success) for t in group])
-        step_r = [[s.reward for s in t.steps] for t in group]
+        cols["success"].append([ok for _, ok, _, _ in group])
+        step_r = [srs for _, _, _, srs in group]
         cols["step_rewards"].append([[0.0 if r is None else r for r in srs] for srs in step_r])
         cols["step_advantages"].append(
             [step_advantages(a, srs, mix=step_mix) for a, srs in zip(adv, step_r, strict=True)]
@@ -161,6 +187,7 @@ def export_grpo(
             "scale_advantages": scale_advantages,
             "step_mix": step_mix,
             "system_prompt": system_prompt,
+            "input_trajectories": sum(len(g) for _, g in groups.values()),
         },
     )
     return ExportResult(dataset=ds, card=card, rejected=rejected)

@@ -20,15 +20,19 @@ from typing import Any
 
 import orjson
 
-from knowlyr.agents.action_format import trajectory_messages_json
+from knowlyr.agents.action_format import messages_json
 from knowlyr.errors import ExportError
 from knowlyr.export.common import (
     DEFAULT_SYSTEM_PROMPT,
+    CallShapes,
     DatasetCard,
     ExportResult,
-    as_trajectories,
-    infer_tool_schemas,
+    add_call_shapes,
+    reward_of,
     reward_stats,
+    schemas_of_shapes,
+    step_rewards_of,
+    trajectory_fields,
     trajectory_reward,
 )
 from knowlyr.export.sft import json_list_array
@@ -50,15 +54,27 @@ def pairs_from_trajectories(
     best-vs-worst first, at most ``max_pairs_per_task`` per task, each trajectory at most once
     per side.
     """
-    by_task: dict[str, list[Trajectory]] = defaultdict(list)
-    for t in trajectories:
-        by_task[t.task.task_id].append(t)
+    return _pairs(
+        [
+            (t.id, t.task.task_id, bool(t.outcome.success), trajectory_reward(t, rewards))
+            for t in trajectories
+        ],
+        min_margin,
+        max_pairs_per_task,
+    )
+
+
+def _pairs(
+    entries: list[tuple[str, str, bool, float]], min_margin: float, max_pairs_per_task: int
+) -> list[dict[str, Any]]:
+    """:func:`pairs_from_trajectories` of each trajectory's (id, task id, success, reward)."""
+    by_task: dict[str, list[tuple[str, str, bool, float]]] = defaultdict(list)
+    for e in entries:
+        by_task[e[1]].append(e)
     pairs = []
     for task_id, group in by_task.items():
         scored = sorted(
-            ((bool(t.outcome.success), trajectory_reward(t, rewards), t) for t in group),
-            key=lambda x: (x[0], x[1]),
-            reverse=True,
+            ((ok, r, tid) for tid, _, ok, r in group), key=lambda x: (x[0], x[1]), reverse=True
         )
         used_c: set[str] = set()
         used_r: set[str] = set()
@@ -67,21 +83,21 @@ def pairs_from_trajectories(
             for ok_r, r_r, r in reversed(scored):
                 if n >= max_pairs_per_task:
                     break
-                if c.id == r.id or c.id in used_c or r.id in used_r:
+                if c == r or c in used_c or r in used_r:
                     continue
                 if (ok_c and not ok_r) or (ok_c == ok_r and r_c - r_r >= min_margin):
                     pairs.append(
                         {
                             "task_id": task_id,
-                            "chosen_id": c.id,
-                            "rejected_id": r.id,
+                            "chosen_id": c,
+                            "rejected_id": r,
                             "chosen_reward": r_c,
                             "rejected_reward": r_r,
                             "margin": r_c - r_r,
                         }
                     )
-                    used_c.add(c.id)
-                    used_r.add(r.id)
+                    used_c.add(c)
+                    used_r.add(r)
                     n += 1
                     break
     return pairs
@@ -100,16 +116,20 @@ def export_dpo(
     rewards: Mapping[str, float] | None = None,
     min_margin: float = 0.1,
     max_pairs_per_task: int = 4,
+    validated: bool = False,
 ) -> ExportResult:
     """Export preference pairs as a conversational DPO ``datasets.Dataset``.
 
     Args:
-        trajectories: every trajectory the pairs refer to.
+        trajectories: every trajectory the pairs refer to: models, or their JSON documents
+            (dicts), validated as the model validates them and read without building models.
         pairs: objects or dicts with ``chosen_id`` and ``rejected_id`` (and optionally
             ``margin``); ``None`` builds them with :func:`pairs_from_trajectories`.
         system_prompt: system message of the prompt (``None``: none).
         tools: OpenAI function schemas (inferred from the calls when ``None``).
         rewards, min_margin, max_pairs_per_task: see :func:`pairs_from_trajectories`.
+        validated: the documents are validated already (the store's, or
+            :func:`~knowlyr.export.sft_parallel.jsonl_documents`'): not checked again.
 
     A pair whose trajectories are missing, belong to different tasks or have no steps is
     left out and listed in ``rejected`` with the reason.
@@ -117,20 +137,34 @@ def export_dpo(
     import pyarrow as pa
     from datasets import Dataset
 
-    trajs = list(as_trajectories(trajectories))
-    by_id = {t.id: t for t in trajs}
+    # per trajectory what pairing needs, and its instruction and steps (a model's or a
+    # document's: references, nothing copied) for the messages of the pairs it is in
+    entries: list[tuple[str, str, bool, float]] = []
+    by_id: dict[str, tuple[str, str, list[Any]]] = {}
+    shapes: CallShapes = {}
+    for td, task, outcome in trajectory_fields(trajectories, validated):
+        tid, steps = td["id"], td.get("steps") or []
+        if rewards is not None and tid in rewards:
+            reward = float(rewards[tid])
+        else:
+            reward = reward_of(step_rewards_of(steps), outcome)
+        entries.append((tid, task["task_id"], bool(outcome.get("success")), reward))
+        by_id[tid] = (task["task_id"], task["instruction"], steps)
+        if tools is None:
+            add_call_shapes(shapes, steps)
     if pairs is None:
-        pairs = pairs_from_trajectories(
-            trajs, rewards=rewards, min_margin=min_margin, max_pairs_per_task=max_pairs_per_task
-        )
+        pairs = _pairs(entries, min_margin, max_pairs_per_task)
+    n_in, reward_by_id = len(entries), {tid: r for tid, _, _, r in entries}
+    del entries
     if tools is None:
-        tools = infer_tool_schemas(trajs)
+        tools = schemas_of_shapes(shapes)
     tools_json = [orjson.dumps(t) for t in tools]
     prompts: list[list[bytes]] = []
     chosen: list[list[bytes]] = []
     rejected_msgs: list[list[bytes]] = []
     cols: dict[str, list[Any]] = {k: [] for k in ("task_id", "chosen_id", "rejected_id", "margin")}
     rejected: list[tuple[str, str]] = []
+    head = 2 if system_prompt else 1
     for i, p in enumerate(pairs):
         try:
             cid, rid = _get(p, "chosen_id"), _get(p, "rejected_id")
@@ -141,26 +175,22 @@ def export_dpo(
         if c is None or r is None:
             rejected.append((key, f"trajectory {cid if c is None else rid} not given"))
             continue
-        if c.task.task_id != r.task.task_id:
+        if c[0] != r[0]:
             rejected.append((key, "chosen and rejected are different tasks"))
             continue
-        if not c.steps or not r.steps:
+        if not c[2] or not r[2]:
             rejected.append((key, "a trajectory has no steps"))
             continue
-        head = 2 if system_prompt else 1
-        c_msgs = trajectory_messages_json(c, system_prompt=system_prompt)
-        r_msgs = trajectory_messages_json(r, system_prompt=system_prompt)
+        c_msgs = messages_json(c[1], c[2], system_prompt=system_prompt)
         prompts.append(c_msgs[:head])
         chosen.append(c_msgs[head:])
-        rejected_msgs.append(r_msgs[head:])
-        cols["task_id"].append(c.task.task_id)
+        rejected_msgs.append(messages_json(r[1], r[2], system_prompt=system_prompt)[head:])
+        cols["task_id"].append(c[0])
         cols["chosen_id"].append(cid)
         cols["rejected_id"].append(rid)
         margin = p.get("margin") if isinstance(p, Mapping) else getattr(p, "margin", None)
         cols["margin"].append(
-            float(margin)
-            if margin is not None
-            else trajectory_reward(c, rewards) - trajectory_reward(r, rewards)
+            float(margin) if margin is not None else reward_by_id[cid] - reward_by_id[rid]
         )
     table = pa.table(
         {
@@ -190,6 +220,7 @@ def export_dpo(
             "min_margin": min_margin,
             "max_pairs_per_task": max_pairs_per_task,
             "system_prompt": system_prompt,
+            "input_trajectories": n_in,
         },
     )
     return ExportResult(dataset=ds, card=card, rejected=rejected)

@@ -37,11 +37,15 @@ from knowlyr._switching import fine_gil_switching
 from knowlyr.errors import ExportError
 from knowlyr.export.common import (
     DEFAULT_SYSTEM_PROMPT,
+    CallShapes,
     DatasetCard,
     ExportResult,
     normalized_step_weights,
+    reward_of,
     reward_stats,
-    tool_schemas_from_calls,
+    schemas_of_shapes,
+    step_rewards_of,
+    trajectory_fields,
 )
 from knowlyr.export.sft_columns import (
     STEP_TEXT,
@@ -49,7 +53,6 @@ from knowlyr.export.sft_columns import (
     STEP_TOOL_NO_OBSERVATION,
     message_column,
 )
-from knowlyr.store._documents import validate_document
 from knowlyr.trajectory import Trajectory
 
 __all__ = ["chunk_steps", "export_sft", "json_list_array"]
@@ -172,8 +175,7 @@ class _Part:
     n_in: int
     n_rows: int
     row_ids: list[str]
-    #: (tool, parameter names) -> the first such call's params, in order of first appearance
-    shapes: dict[tuple[str, tuple[str, ...]], dict[str, Any]]
+    shapes: CallShapes
     kept_rewards: list[float]
     kept_tasks: set[str]
     rejected: list[tuple[str, str]]
@@ -221,7 +223,7 @@ def _gather_part(
     kept_tasks: set[str] = set()
     rejected: list[tuple[str, str]] = []
     n_in = 0
-    for td, task, outcome in _fields(trajectories, kw["validated"]):
+    for td, task, outcome in trajectory_fields(trajectories, kw["validated"]):
         n_in += 1
         tid = td["id"]
         given = float(rewards[tid]) if rewards is not None and tid in rewards else None
@@ -233,7 +235,7 @@ def _gather_part(
             rejected.append((tid, "not successful"))
             continue
         if min_reward is not None:
-            reward = _reward(_step_rewards(steps), outcome) if given is None else given
+            reward = reward_of(step_rewards_of(steps), outcome) if given is None else given
             if reward < min_reward:
                 rejected.append((tid, f"reward {reward:.4g} < min_reward {min_reward}"))
                 continue
@@ -250,13 +252,11 @@ def _card(parts: list[_Part], kw: Mapping[str, Any]) -> tuple[DatasetCard, list[
     """The card and the tool schemas' JSON of an export gathered in ``parts`` (in order)."""
     tools = kw["tools"]
     if tools is None:
-        shapes: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+        shapes: CallShapes = {}
         for part in parts:  # in order of first appearance over all the parts
             for shape, params in part.shapes.items():
                 shapes.setdefault(shape, params)
-        tools = tool_schemas_from_calls(
-            [t for t, _ in shapes], list(shapes.values()), [k for _, k in shapes]
-        )
+        tools = schemas_of_shapes(shapes)
     kept_rewards = [r for part in parts for r in part.kept_rewards]
     reasons: dict[str, int] = {}
     for part in parts:
@@ -282,42 +282,6 @@ def _card(parts: list[_Part], kw: Mapping[str, Any]) -> tuple[DatasetCard, list[
         },
     )
     return card, [orjson.dumps(t) for t in tools]
-
-
-def _fields(
-    items: Iterable[Trajectory | Mapping[str, Any]], validated: bool
-) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]]:
-    """Each trajectory's fields, task and outcome as mappings (a model's ``__dict__``, a
-    document's dicts): the exporter reads both alike. Dicts are validated as the model
-    validates them (:func:`~knowlyr.store._documents.validate_document`) unless
-    ``validated``."""
-    for i, t in enumerate(items):
-        if isinstance(t, Trajectory):
-            td = t.__dict__
-            yield td, td["task"].__dict__, td["outcome"].__dict__
-        elif isinstance(t, Mapping):
-            if not validated:
-                try:
-                    t = validate_document(t)
-                except Exception as e:
-                    raise ExportError(f"record {i} is not a valid trajectory: {e}") from e
-            yield t, t["task"], t.get("outcome") or {}
-        else:
-            raise ExportError(f"record {i} must be a Trajectory or a dict, got {type(t).__name__}")
-
-
-def _step_rewards(steps: list[Any]) -> list[float | None]:
-    return [(s if type(s) is dict else s.__dict__).get("reward") for s in steps]
-
-
-def _reward(step_rewards: list[float | None], outcome: Mapping[str, Any]) -> float:
-    """:func:`~knowlyr.export.common.trajectory_reward` of a trajectory's step rewards and
-    outcome: their sum when any step has one, else ``score``, else 1.0 for a success."""
-    if any(r is not None for r in step_rewards):
-        return float(sum(r or 0.0 for r in step_rewards))
-    if outcome.get("score") is not None:
-        return float(outcome["score"])
-    return 1.0 if outcome.get("success") else 0.0
 
 
 #: Rows per column batch. A finished batch is assembled in a worker thread (numpy and Arrow
@@ -348,9 +312,7 @@ class _Rows:
         self.system_prompt = system_prompt or None
         self.max_steps, self.overlap, self.mix = max_steps, overlap, mix
         self.infer_tools = infer_tools  # keep each call shape's first parameters
-        # (tool, parameter names) -> the first call's params, in order of first appearance:
-        # the tool schemas of all calls are those of these (tool_schemas_from_calls)
-        self.shapes: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+        self.shapes: CallShapes = {}
         self.n_rows = 0  # handed to the worker
         self.row_ids: list[str] = []  # every row's trajectory id (the dataset's fingerprint)
         self.batches: list[Any] = []  # futures of _assemble_batch (its record batches)
@@ -463,7 +425,7 @@ class _Rows:
         if None in rs or not min(rs) >= 0.0:
             self.step_rewards[-n:] = normalized_step_weights(rs, mix=self.mix)
             self.traj_weights.append((n, _WEIGHTS_GIVEN, 1.0))
-            return _reward(rs, outcome) if given is None else given
+            return reward_of(rs, outcome) if given is None else given
         total = sum(rs)  # the same float as trajectory_reward's sum
         if total <= 0:
             self.traj_weights.append((n, _WEIGHTS_UNIFORM, 1.0))
@@ -529,10 +491,7 @@ class _Rows:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The schemas inferred from every call gathered (after the last :meth:`flush`)."""
-        shapes = self.shapes
-        return tool_schemas_from_calls(
-            [t for t, _ in shapes], list(shapes.values()), [k for _, k in shapes]
-        )
+        return schemas_of_shapes(self.shapes)
 
     def close(self) -> None:
         if self._pool is not None:

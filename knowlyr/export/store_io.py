@@ -181,24 +181,22 @@ def export_from_store(
     }
     # The table's physical row order depends on how concurrent writers' commits interleaved;
     # the dataset must not (row order changes what a model learns from it): content-hash order.
-    if kind == "sft":  # the stored JSON documents, no models (see knowlyr.store._documents)
+    # the stored JSON documents, no models (see knowlyr.store._documents)
+    documents = _documents(store, trajectories_version, where)
+    if kind == "sft":
         result = export_sft(
-            _documents(store, trajectories_version, where),
+            documents,
             system_prompt=system_prompt,
             rewards=by_id,
             only_success=only_success,
             min_reward=min_reward,
             validated=True,
         )
-        n_in = result.card.params["input_trajectories"]
+    elif kind == "dpo":
+        result = export_dpo(documents, system_prompt=system_prompt, rewards=by_id, validated=True)
     else:
-        trajs = store.read_trajectories(version=trajectories_version, filter=where)
-        trajs.sort(key=lambda t: t.id)
-        n_in = len(trajs)
-        if kind == "dpo":
-            result = export_dpo(trajs, system_prompt=system_prompt, rewards=by_id)
-        else:
-            result = export_grpo(trajs, system_prompt=system_prompt, rewards=by_id)
+        result = export_grpo(documents, system_prompt=system_prompt, rewards=by_id, validated=True)
+    n_in = result.card.params["input_trajectories"]
     version = trajectories_version
     if version is None:
         version = store.version("trajectories") or 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
 from knowlyr.cli import app
@@ -85,3 +86,60 @@ def test_export_from_store_reads_documents_into_the_model_dataset(tmp_path):
     assert _nan(out.result.dataset.to_list()) == _nan(want.dataset.to_list())
     assert out.result.card.to_dict() == want.card.to_dict()
     assert out.result.rejected == want.rejected
+
+
+def _reference(kind: str, trajs: list[Trajectory], **kw) -> list:
+    from tests.export.test_documents import _dpo_reference, _grpo_reference
+
+    kw["system_prompt"] = DEFAULT_SYSTEM_PROMPT
+    return _dpo_reference(trajs, **kw)[0] if kind == "dpo" else _grpo_reference(trajs, **kw)
+
+
+@pytest.mark.parametrize("kind", ["dpo", "grpo"])
+def test_pair_and_group_exports_of_files_and_a_store_are_the_model_exports(kind, tmp_path):
+    trajs = generated_corpus(9, n=40)
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, trajs[:25])
+    store = Store.open(str(tmp_path / "s"))
+    store.add_trajectories(trajs[25:])
+    out = tmp_path / "out"
+    r = runner.invoke(app, ["export", kind, str(src), "--store", store.url, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    models = [Trajectory.from_json(line) for line in src.read_bytes().splitlines()]
+    models += list(store.iter_trajectories())
+    want = _reference(kind, models, **({"min_margin": 0.1} if kind == "dpo" else {}))
+    assert _nan(load_dataset_dir(out).to_list()) == want and want
+    card = json.loads((out / "card.json").read_text())
+    assert card["params"]["input_trajectories"] == 40 and card["rows"] == len(want)
+
+
+@pytest.mark.parametrize("kind", ["dpo", "grpo"])
+def test_a_bad_line_stops_a_pair_or_group_export_naming_it(kind, tmp_path):
+    src = tmp_path / "in.jsonl"
+    _jsonl(src, generated_corpus(10, n=5))
+    src.write_bytes(src.read_bytes() + b'{"task": {"task_id": "t"}, "steps": [1]}\n')
+    out = tmp_path / "out"
+    r = runner.invoke(app, ["export", kind, str(src), "-o", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "error: INPUT: " in r.output and "in.jsonl:6: not a trajectory (steps.0" in r.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", ["dpo", "grpo"])
+def test_pair_and_group_exports_from_store_read_documents(kind, tmp_path):
+    from knowlyr.export.store_io import export_from_store
+    from knowlyr.reward.store_io import score_unscored
+
+    store = Store.open(str(tmp_path / "s"))
+    store.add_trajectories(generated_corpus(11, n=40))
+    hashes = score_unscored(store).config_hashes
+    out = export_from_store(
+        store, trajectories_version=None, reward_config_hashes=hashes, split=None, kind=kind,
+        record=False,
+    )  # fmt: skip
+    rows = store.read("rewards")
+    by_id = dict(zip(rows["trajectory_id"], rows["total"], strict=True))
+    models = sorted(store.read_trajectories(), key=lambda t: t.id)
+    want = _reference(kind, models, rewards=by_id)
+    assert out.n_in == 40 and out.rows == len(want) > 0
+    assert _nan(out.result.dataset.to_list()) == want

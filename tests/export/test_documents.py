@@ -12,9 +12,19 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
+from knowlyr.agents.action_format import trajectory_to_messages
 from knowlyr.errors import ExportError
-from knowlyr.export import export_sft, trajectory_reward
-from knowlyr.export.sft import _reward, _step_rewards
+from knowlyr.export import (
+    export_dpo,
+    export_grpo,
+    export_sft,
+    group_advantages,
+    infer_tool_schemas,
+    pairs_from_trajectories,
+    step_advantages,
+    trajectory_reward,
+)
+from knowlyr.export.common import reward_of, step_rewards_of
 from knowlyr.store._documents import validate_document
 from knowlyr.trajectory import Observation, Outcome, Step, TaskInfo, ToolCall, Trajectory
 from tests.export.test_sft_columns import generated_corpus
@@ -135,7 +145,7 @@ def test_documents_export_the_models_dataset_and_card(corpus, kw):
 def test_document_reward_is_trajectory_reward(corpus):
     for t in _corpora()[corpus]:
         d = validate_document(t.model_dump())
-        got = _reward(_step_rewards(d["steps"]), d["outcome"])
+        got = reward_of(step_rewards_of(d["steps"]), d["outcome"])
         assert _nan(got) == _nan(trajectory_reward(t))
 
 
@@ -143,3 +153,105 @@ def test_a_bad_document_names_the_record():
     good = orjson.loads(_huge_and_odd()[0].to_json())
     with pytest.raises(ExportError, match=r"(?s)record 1 is not a valid trajectory: .*task_id"):
         export_sft([good, {"task": {}}])
+
+
+# -- DPO and GRPO: documents and models read alike, against the per-model definitions -------
+
+
+def _dpo_reference(
+    trajs: list[Trajectory], rewards=None, min_margin=0.1, system_prompt="sys"
+) -> tuple[list, int]:
+    """The DPO rows as the per-model functions define them: pairs, messages, inferred tools."""
+    by_id = {t.id: t for t in trajs}
+    tools = infer_tool_schemas(trajs)
+    rows, skipped = [], 0
+    for p in pairs_from_trajectories(trajs, rewards=rewards, min_margin=min_margin):
+        c, r = by_id[p["chosen_id"]], by_id[p["rejected_id"]]
+        if not c.steps or not r.steps:
+            skipped += 1
+            continue
+        cm = trajectory_to_messages(c, system_prompt=system_prompt)
+        rows.append({
+            "prompt": cm[:2], "chosen": cm[2:],
+            "rejected": trajectory_to_messages(r, system_prompt=system_prompt)[2:], "tools": tools,
+            "task_id": c.task.task_id, "chosen_id": c.id, "rejected_id": r.id,
+            "margin": trajectory_reward(c, rewards) - trajectory_reward(r, rewards),
+        })  # fmt: skip
+    return _nan(rows), skipped
+
+
+def _grpo_reference(
+    trajs: list[Trajectory], rewards=None, min_group_size=1, system_prompt="sys"
+) -> list:
+    groups: dict[str, list[Trajectory]] = {}
+    for t in trajs:
+        groups.setdefault(t.task.task_id, []).append(t)
+    tools = infer_tool_schemas([t for g in groups.values() for t in g])
+    rows = []
+    for task_id, g in groups.items():
+        if len(g) < min_group_size:
+            continue
+        rs = [trajectory_reward(t, rewards) for t in g]
+        adv = group_advantages(rs)
+        rows.append({
+            "prompt": trajectory_to_messages(g[0], system_prompt=system_prompt, steps=[]),
+            "tools": tools,
+            "task_id": task_id, "instruction": g[0].task.instruction,
+            "trajectory_ids": [t.id for t in g], "rewards": rs, "advantages": adv,
+            "success": [bool(t.outcome.success) for t in g],
+            "step_rewards": [[0.0 if s.reward is None else s.reward for s in t.steps] for t in g],
+            "step_advantages": [
+                step_advantages(a, [s.reward for s in t.steps]) for a, t in zip(adv, g, strict=True)
+            ],
+        })  # fmt: skip
+    return _nan(rows)
+
+
+def _inputs(trajs: list[Trajectory]) -> dict[str, Any]:
+    """The same trajectories as models, full dumps, stored documents (None fields left out)
+    and a stream of those documents marked validated."""
+    docs = [orjson.loads(t.to_json()) for t in trajs]
+    return {
+        "models": (trajs, {}),
+        "dumps": ([t.model_dump() for t in trajs], {}),
+        "documents": (docs, {}),
+        "validated stream": (iter(docs), {"validated": True}),
+    }
+
+
+@pytest.mark.parametrize("corpus", sorted(_corpora()))
+def test_dpo_of_documents_and_models_is_the_per_model_export(corpus):
+    trajs = _corpora()[corpus]
+    trajs = [Trajectory.model_validate(orjson.loads(t.to_json())) for t in trajs]  # NaN -> None
+    rewards = {t.id: (i % 4) / 4 for i, t in enumerate(trajs)}
+    for kw in ({"min_margin": 0.0}, {"min_margin": 0.3, "rewards": rewards}):
+        want, skipped = _dpo_reference(trajs, **kw)
+        for name, (items, extra) in _inputs(trajs).items():
+            res = export_dpo(items, system_prompt="sys", **kw, **extra)
+            assert _nan(res.dataset.to_list()) == want, name
+            assert res.card.rows == len(want)
+            assert sum(res.card.rejected.values()) == skipped
+            assert res.card.params["input_trajectories"] == len(trajs)
+    assert want or corpus in ("fixtures", "huge and odd")  # one trajectory per task there
+
+
+@pytest.mark.parametrize("corpus", sorted(_corpora()))
+def test_grpo_of_documents_and_models_is_the_per_model_export(corpus):
+    trajs = _corpora()[corpus]
+    trajs = [Trajectory.model_validate(orjson.loads(t.to_json())) for t in trajs]
+    rewards = {t.id: (i % 3) / 2 for i, t in enumerate(trajs)}
+    for kw in ({}, {"min_group_size": 3, "rewards": rewards}):
+        want = _grpo_reference(trajs, **kw)
+        for name, (items, extra) in _inputs(trajs).items():
+            res = export_grpo(items, system_prompt="sys", **kw, **extra)
+            assert _nan(res.dataset.to_list()) == want, name
+            assert res.card.trajectories == sum(len(r["trajectory_ids"]) for r in want)
+            assert res.card.params["input_trajectories"] == len(trajs)
+    assert _grpo_reference(trajs)  # every task is a group of one at least
+
+
+def test_dpo_and_grpo_name_a_bad_document():
+    good = orjson.loads(_huge_and_odd()[0].to_json())
+    for export in (export_dpo, export_grpo):
+        with pytest.raises(ExportError, match=r"(?s)record 1 is not a valid trajectory: .*task_id"):
+            export([good, {"task": {}}])
