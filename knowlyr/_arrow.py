@@ -176,3 +176,20 @@ def numpy_of(array: Any) -> Any:
     return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array) + array.offset)[
         array.offset :
     ]
+
+
+def table_fingerprint(table: pa.Table) -> str:
+    """sha256 (32 hex characters) of a table's schema and data buffers, read in place.
+
+    For ``datasets.Dataset(table, fingerprint=...)``: without one, datasets fingerprints an
+    in-memory table by pickling it, a copy of the whole table at once.
+    """
+    import hashlib
+
+    h = hashlib.sha256(str(table.schema).encode())
+    for column in table.columns:
+        for chunk in column.chunks:
+            h.update(b"|%d:%d" % (chunk.offset, len(chunk)))
+            for buf in chunk.buffers():
+                h.update(b"-" if buf is None else memoryview(buf))
+    return h.hexdigest()[:32]

@@ -81,3 +81,18 @@ def test_numpy_of_reads_numbers_and_slices():
     a = pa.array(np.arange(10, dtype=np.int64))
     assert col.numpy_of(a).tolist() == list(range(10))
     assert col.numpy_of(a.slice(3, 4)).tolist() == [3, 4, 5, 6]
+
+
+def test_table_fingerprint_follows_the_data_not_the_object():
+    t = pa.table({"a": [1, 2, None], "m": [["x"], [], ["y", "z"]], "s": ["p", "q", "r"]})
+    same = pa.table({"a": [1, 2, None], "m": [["x"], [], ["y", "z"]], "s": ["p", "q", "r"]})
+    assert col.table_fingerprint(t) == col.table_fingerprint(same)
+    others = [
+        pa.table({"a": [1, 2, 3], "m": [["x"], [], ["y", "z"]], "s": ["p", "q", "r"]}),  # a null
+        pa.table({"a": [1, 2, None], "m": [["x"], ["y"], ["z"]], "s": ["p", "q", "r"]}),  # lists
+        pa.table({"a": [1, 2, None], "m": [["x"], [], ["y", "z"]], "s": ["p", "q", "R"]}),
+        pa.table({"b": [1, 2, None], "m": [["x"], [], ["y", "z"]], "s": ["p", "q", "r"]}),  # name
+        t.slice(1),
+    ]
+    prints = {col.table_fingerprint(x) for x in others}
+    assert len(prints) == len(others) and col.table_fingerprint(t) not in prints

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from knowlyr._arrow import table_fingerprint
 from knowlyr.agents.action_format import messages_json
 from knowlyr.errors import ExportError
 from knowlyr.export.common import (
@@ -174,7 +175,7 @@ def export_grpo(
             "step_advantages": pa.array(cols["step_advantages"], pa.list_(pa.list_(pa.float64()))),
         }
     )
-    ds = Dataset(table)
+    ds = Dataset(table, fingerprint=table_fingerprint(table))
     card = DatasetCard(
         kind="grpo",
         rows=len(ds),
