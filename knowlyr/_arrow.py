@@ -12,6 +12,7 @@ builder returns the same array ``pa.array(values, type)`` gives (``tests/test_ar
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import datetime
 from itertools import repeat
@@ -179,17 +180,33 @@ def numpy_of(array: Any) -> Any:
 
 
 def table_fingerprint(table: pa.Table) -> str:
-    """sha256 (32 hex characters) of a table's schema and data buffers, read in place.
+    """A hash (xxh3-128, 32 hex characters) of a table's schema and data buffers, read in
+    place: the ``datasets`` fingerprint of an export made in memory.
 
-    For ``datasets.Dataset(table, fingerprint=...)``: without one, datasets fingerprints an
-    in-memory table by pickling it, a copy of the whole table at once.
+    ``datasets`` names the cache files of ``map`` and the like after the fingerprint, so it
+    must change with the data. Without one, datasets fingerprints an in-memory table by
+    pickling it, a copy of the whole table at once.
     """
-    import hashlib
+    import xxhash
 
-    h = hashlib.sha256(str(table.schema).encode())
+    h = xxhash.xxh3_128(str(table.schema).encode())
     for column in table.columns:
         for chunk in column.chunks:
             h.update(b"|%d:%d" % (chunk.offset, len(chunk)))
             for buf in chunk.buffers():
                 h.update(b"-" if buf is None else memoryview(buf))
-    return h.hexdigest()[:32]
+    return h.hexdigest()
+
+
+def file_fingerprint(path: str) -> str:
+    """xxh3-128 (32 hex characters) of a file's bytes, read through a memory map: the
+    ``datasets`` fingerprint of an export written to a folder (its Arrow data file)."""
+    import mmap
+
+    import xxhash
+
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return xxhash.xxh3_128().hexdigest()
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return xxhash.xxh3_128(m).hexdigest()

@@ -314,8 +314,12 @@ class ExportResult:
 
     def save(self, path: str | os.PathLike[str], *, parquet: bool = True) -> Path:
         """Write ``save_to_disk`` data, ``data.parquet``, ``README.md`` (the card) and ``card.json``."""
+        from knowlyr.export.folder import clear_caches
+
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        if (path / "dataset").is_dir():
+            clear_caches(path / "dataset")
         self.dataset.save_to_disk(str(path / "dataset"))
         if parquet:
             self.dataset.to_parquet(str(path / "data.parquet"))

@@ -9,7 +9,7 @@ export's size, and a command line that only writes the folder never imports ``da
 types an export has (string, bool, int64, float64, lists of them and ``list<json>``).
 
 Example:
-    >>> write_folder("out/sft", schema, batches, card, fingerprint="...")  # doctest: +SKIP
+    >>> write_folder("out/sft", schema, batches, card)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def save_sft(
             if not g.card.rows:
                 return SavedExport(None, g.card, g.rejected)
             batches = g.rows.record_batches(g.tools_json)
-            write_folder(path, _schema(), batches, g.card, fingerprint=g.fingerprint())
+            write_folder(path, _schema(), batches, g.card)
         finally:
             g.rows.close()
     return SavedExport(path, g.card, g.rejected)
@@ -125,18 +125,23 @@ def write_folder(
     batches: Iterable[pa.RecordBatch],
     card: DatasetCard,
     *,
-    fingerprint: str,
     parquet: bool = True,
 ) -> Path:
     """Write ``batches`` (of ``schema``) and ``card`` as an export folder; returns its path.
 
-    ``parquet=False`` leaves ``data.parquet`` out, for :func:`write_parquet` to write."""
+    The dataset's fingerprint is the hash of the Arrow data file written
+    (:func:`~knowlyr._arrow.file_fingerprint`), and the cache files of an earlier export in
+    the folder go (see :func:`clear_caches`). ``parquet=False`` leaves ``data.parquet`` out,
+    for :func:`write_parquet` to write."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from knowlyr._arrow import file_fingerprint
 
     path = Path(path)
     data = path / "dataset"
     data.mkdir(parents=True, exist_ok=True)
+    clear_caches(data)
     feats = features(schema)
     info = {"citation": "", "description": "", "features": feats, "homepage": "", "license": ""}
     schema = _with_features(schema)
@@ -152,7 +157,7 @@ def write_folder(
                 pw.write_batch(batch)
     state = {
         "_data_files": [{"filename": _DATA_FILE}],
-        "_fingerprint": fingerprint,
+        "_fingerprint": file_fingerprint(str(data / _DATA_FILE)),
         "_format_columns": None,
         "_format_kwargs": {},
         "_format_type": None,
@@ -166,6 +171,13 @@ def write_folder(
         json.dumps(card.to_dict(), indent=2, default=str), encoding="utf-8"
     )
     return path
+
+
+def clear_caches(folder: Path) -> None:
+    """Remove the ``cache-*.arrow`` files ``datasets`` left in a dataset folder (what ``map``
+    and the like wrote for the dataset there before): a new export replaces that data."""
+    for cache in folder.glob("cache-*.arrow"):
+        cache.unlink(missing_ok=True)
 
 
 def write_parquet(

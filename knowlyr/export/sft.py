@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from knowlyr._arrow import binary_array, bools, number_array, strings
+from knowlyr._arrow import binary_array, bools, number_array, strings, table_fingerprint
 from knowlyr._gc import paused
 from knowlyr._switching import fine_gil_switching
 from knowlyr.errors import ExportError
@@ -148,7 +148,7 @@ def _export_sft(trajectories: Iterable[Trajectory | Mapping[str, Any]], **kw: An
         table = g.rows.table(g.tools_json)
     finally:
         g.rows.close()
-    ds = Dataset(table, fingerprint=g.fingerprint())
+    ds = Dataset(table, fingerprint=table_fingerprint(table))
     return ExportResult(dataset=ds, card=g.card, rejected=g.rejected)
 
 
@@ -159,12 +159,8 @@ class _Gathered:
 
     rows: _Rows
     tools_json: list[bytes]
-    system_prompt: str | None
     card: DatasetCard
     rejected: list[tuple[str, str]]
-
-    def fingerprint(self) -> str:
-        return _fingerprint(self.rows.row_ids, self.system_prompt, self.tools_json)
 
 
 @dataclass
@@ -174,7 +170,6 @@ class _Part:
 
     n_in: int
     n_rows: int
-    row_ids: list[str]
     shapes: CallShapes
     kept_rewards: list[float]
     kept_tasks: set[str]
@@ -199,7 +194,7 @@ def _gather(
         rows.close()
         raise
     card, tools_json = _card([part], kw)
-    return _Gathered(rows, tools_json, kw["system_prompt"], card, part.rejected)
+    return _Gathered(rows, tools_json, card, part.rejected)
 
 
 def _new_rows(kw: Mapping[str, Any], spill: str | None, threaded: bool) -> _Rows:
@@ -243,7 +238,7 @@ def _gather_part(
         kept_tasks.add(task["task_id"])
     rows.flush()
     return _Part(
-        n_in, rows.n_rows, rows.row_ids, rows.shapes, kept_rewards, kept_tasks, rejected,
+        n_in, rows.n_rows, rows.shapes, kept_rewards, kept_tasks, rejected,
         rows.split,
     )  # fmt: skip
 
@@ -314,7 +309,6 @@ class _Rows:
         self.infer_tools = infer_tools  # keep each call shape's first parameters
         self.shapes: CallShapes = {}
         self.n_rows = 0  # handed to the worker
-        self.row_ids: list[str] = []  # every row's trajectory id (the dataset's fingerprint)
         self.batches: list[Any] = []  # futures of _assemble_batch (its record batches)
         self.spill = spill  # an Arrow stream file the worker writes the batches to
         self.threaded = threaded  # batches assembled in a worker thread (else at once)
@@ -395,7 +389,6 @@ class _Rows:
                 texts.pop()  # the last tool answer: nothing is learned from it
             self.row_steps.append((g0, g0, g0 + n, False))
             self.meta.append((tid, task_id, traj_reward, success, n, 0))
-            self.row_ids.append(tid)
         else:
             instruction = task["instruction"]
             for c, (ctx, start, end) in enumerate(chunk_steps(n, self.max_steps, self.overlap)):
@@ -409,7 +402,6 @@ class _Rows:
                         texts.append(output)
                 self.row_steps.append((g0 + ctx, g0 + start, g0 + end, end < n))
                 self.meta.append((tid, task_id, traj_reward, success, end - start, c))
-                self.row_ids.append(tid)
         if len(self.row_steps) >= (_BATCH_ROWS if self.spill is None else _SPILL_BATCH_ROWS):
             self.flush()
         return traj_reward
@@ -641,10 +633,3 @@ def _meta_column(values: list[Any], type: Any) -> Any:
     if type == pa.bool_():
         return bools(values)
     return number_array(values, type)
-
-
-def _fingerprint(ids: list[str], system_prompt: str | None, tools_json: list[bytes]) -> str:
-    import hashlib
-
-    h = hashlib.sha256(orjson.dumps([ids, system_prompt, [t.decode() for t in tools_json]]))
-    return h.hexdigest()[:32]

@@ -279,7 +279,7 @@ def _save_parallel(sources: list[Source], path: Path, kw: dict[str, Any]) -> Sav
     import multiprocessing
     import tempfile
 
-    from knowlyr.export.sft import _card, _fingerprint, _schema
+    from knowlyr.export.sft import _card, _schema
 
     where = path.parent if path.parent.is_dir() else None
     ctx = multiprocessing.get_context("fork")
@@ -298,14 +298,12 @@ def _save_parallel(sources: list[Source], path: Path, kw: dict[str, Any]) -> Sav
             rejected = [r for part in parts for r in part.rejected]
             if not card.rows:
                 return SavedExport(None, card, rejected)
-            ids = [i for part in parts for i in part.row_ids]
-            fingerprint = _fingerprint(ids, kw["system_prompt"], tools_json)
             # data.parquet (the most work) in a child, while this one writes the rest
             children.append(
                 _start(ctx, write_parquet, path, _schema(), _rebatched(spills, tools_json))
             )
             batches = _rebatched(spills, tools_json)
-            write_folder(path, _schema(), batches, card, fingerprint=fingerprint, parquet=False)
+            write_folder(path, _schema(), batches, card, parquet=False)
             _received(children[-1])
         finally:
             for p, _ in children:
