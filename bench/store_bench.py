@@ -17,9 +17,12 @@ of N lines is added to a fresh store by a fresh process, as a list of N models (
 validated into a Trajectory first, then one ``add_trajectories``: what a caller holding its
 trajectories does) and streamed (``add_trajectories`` over a generator that validates line by
 line: the add writes its one commit batch by batch). Peak RSS is the process's own.
+With ``--s3`` the stores are in a bucket of a local S3-compatible server (moto's server mode,
+the tests' ``tests/store/s3_server.py``; needs the dev extra): there the streamed add spools
+its rows to a local file, which the MERGE reads.
 
 Run:  .venv/bin/python bench/store_bench.py [--n 100000] [--batch 10000] [--baseline-n 5000]
-      .venv/bin/python bench/store_bench.py --memory 5000,20000
+      .venv/bin/python bench/store_bench.py --memory 5000,20000 [--s3]
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from knowlyr.store import Store
 from knowlyr.trajectory import (
@@ -225,10 +229,25 @@ def _memory_child(mode: str, path: str, root: str) -> None:
     print(json.dumps(out))
 
 
-def bench_memory(wl: Workload, work: str, sizes: list[int]) -> None:
+def bench_memory(wl: Workload, work: str, sizes: list[int], s3: bool = False) -> None:
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+        server = None
+        if s3:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+            from tests.store.s3_server import s3_server
+
+            server = stack.enter_context(s3_server(Path(work)))
+            print(f"stores in a bucket of a local S3 server at {server.endpoint}")
+        _bench_memory(wl, work, sizes, server)
+
+
+def _bench_memory(wl: Workload, work: str, sizes: list[int], server: Any) -> None:
     import json
     import subprocess
 
+    env = {**os.environ, **(server.env if server is not None else {})}
     print(f"{'N':>8}{'mode':>8}{'traj/s':>10}{'traj/CPU-s':>12}{'peak RSS':>11}")
     for n in sizes:
         path = os.path.join(work, f"trajectories-{n}.jsonl")
@@ -238,15 +257,21 @@ def bench_memory(wl: Workload, work: str, sizes: list[int]) -> None:
                     f.write(t.to_json() + b"\n")
         for mode in ("list", "stream"):
             root = os.path.join(work, f"store-{mode}-{n}")
+            if server is not None:
+                root = server.url(f"store-{mode}-{n}")
             argv = [sys.executable, __file__, "--memory-child", mode, path, root]
-            r = json.loads(subprocess.run(argv, check=True, capture_output=True).stdout)
+            done = subprocess.run(argv, capture_output=True, env=env)
+            if done.returncode:
+                sys.exit(f"the {mode} add of {n} failed:\n{done.stderr.decode()[-3000:]}")
+            r = json.loads(done.stdout)
             assert r["new"] == n, r
             print(
                 f"{n:>8,}{mode:>8}{n / r['wall']:>10,.0f}{n / r['cpu']:>12,.0f}"
                 f"{r['rss_mb']:>8,.0f} MB",
                 flush=True,
             )
-            shutil.rmtree(root, ignore_errors=True)
+            if server is None:
+                shutil.rmtree(root, ignore_errors=True)
         os.unlink(path)
     print("(the trajectories are validated from JSON inside the timing in both modes)")
 
@@ -265,12 +290,15 @@ def main() -> None:
         default=None,
         help="Comma-separated sizes: peak memory of list vs streamed adds.",
     )
+    ap.add_argument(
+        "--s3", action="store_true", help="--memory: stores in a local S3 server's bucket."
+    )
     a = ap.parse_args()
     if a.memory:
         work = a.dir or tempfile.mkdtemp(prefix="knowlyr-store-bench-")
         os.makedirs(work, exist_ok=True)
         try:
-            bench_memory(Workload(), work, [int(x) for x in a.memory.split(",")])
+            bench_memory(Workload(), work, [int(x) for x in a.memory.split(",")], a.s3)
         finally:
             if a.dir is None:
                 shutil.rmtree(work, ignore_errors=True)

@@ -2,7 +2,8 @@
 row, sort key and sighting of each item (a :class:`~knowlyr.trajectory.Trajectory`, or a
 ready row: the recorder's ``Encoded``, the store's ``DocumentRow``), and the streamed write
 of a local store (:func:`stream`: items pulled one by one under the table lock, their rows
-written as Parquet batch by batch by :mod:`knowlyr.store._append`, one commit)."""
+written as Parquet batch by batch by :mod:`knowlyr.store._append`, one commit) or of an object
+store (:func:`spooled`: the rows spooled to a local file, then merged)."""
 
 from __future__ import annotations
 
@@ -106,6 +107,59 @@ def stream(
                 new_keys=fresh_keys,
             )
     if sightings and ids:
+        store._add_sightings(seen_columns(seen), run_id=run_id, version=m.version)
+    return m
+
+
+def spooled(store: Store, items: Iterator[Item], *, run_id: str | None) -> Manifest:
+    """``store.add_trajectories`` of an iterator on an object store: each new item's row is
+    made at once (the item is not kept) and spooled to a local Arrow file ``_STREAM_ROWS``
+    rows at a time, so memory stays bounded however many come; the file is then the input of
+    the MERGE, read again if a concurrent commit makes it retry. The sightings follow as one
+    commit, as for :func:`stream`."""
+    import os
+    import tempfile
+
+    import pyarrow as pa
+
+    table = "trajectories"
+    base = store.version(table)
+    known = store.trajectory_ids(version=base) if base is not None else set()
+    seen: dict[tuple[str, str], tuple] = {}
+    ids: list[str] = []
+    new_keys: list[str] = []
+    taken: set[str] = set()
+    schema = rows_arrow([]).schema
+    options = pa.ipc.IpcWriteOptions(compression="lz4")  # rows are JSON: ~4x smaller on disk
+    with tempfile.TemporaryDirectory(prefix="knowlyr-add-") as tmp:
+        path = os.path.join(tmp, "rows.arrow")
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, schema, options=options) as w:
+            rows: list[tuple] = []
+            for t in items:
+                i = id_of(t)
+                ids.append(i)
+                sight(seen, t, i)
+                if i not in known and i not in taken:
+                    taken.add(i)
+                    new_keys.append(i)
+                    rows.append(row_of(t))
+                    if len(rows) == _STREAM_ROWS:
+                        w.write_table(rows_arrow(rows))
+                        rows = []
+            if rows:
+                w.write_table(rows_arrow(rows))
+        del taken
+        m = store._write(
+            table,
+            (lambda: pa.ipc.open_stream(pa.memory_map(path))) if new_keys else None,
+            new=len(new_keys),
+            dups=len(ids) - len(new_keys),
+            digest=_digest(ids),
+            base=base,
+            key=["id"],
+            new_keys=new_keys,
+        )
+    if ids:
         store._add_sightings(seen_columns(seen), run_id=run_id, version=m.version)
     return m
 

@@ -216,7 +216,8 @@ class Store(DeltaTables):
         so memory stays bounded however many it yields (the knowlyr ingest streams the
         recorder's records this way); the table lock is taken only to commit, and what other
         writers committed meanwhile is left out then. A list is written the same way, sorted
-        by task first.
+        by task first. On an object store an iterator's new rows are spooled to a local file
+        as they come, which the MERGE then reads (memory stays bounded there too).
 
         Every item, new or duplicate, is also a row of the ``sightings`` table: its agent,
         its source and ``run_id``, so a duplicate from another agent or run keeps its
@@ -234,7 +235,7 @@ class Store(DeltaTables):
         if not isinstance(trajs, list):
             if self._lock_dir is not None:
                 return _adds.stream(self, iter(trajs), run_id=run_id)
-            trajs = list(trajs)  # a MERGE may be retried: it needs its input again
+            return _adds.spooled(self, iter(trajs), run_id=run_id)
         # the cyclic GC paused: a list of models is millions of live objects, which each
         # collection the add's allocations trigger walks (~70 ms of re-adding 20,000); the
         # add builds no cycles that must go before it ends

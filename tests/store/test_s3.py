@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import weakref
 
 import pytest
 
@@ -34,6 +35,33 @@ def test_tables_blobs_and_time_travel_in_a_bucket(s3: S3Server):
     assert set(store.tables()) >= {"trajectories", "sightings"}
     assert store.identity == Store.open(s3.url("basic")).identity  # one id, in the bucket
     assert store.gc(dry_run=True, min_age_s=0).unreferenced == [blob]
+
+
+def test_an_iterator_is_spooled_not_held_and_merged_once(s3: S3Server, monkeypatch):
+    from knowlyr.store import _adds
+
+    monkeypatch.setattr(_adds, "_STREAM_ROWS", 7)  # several batches through the spool file
+    store = Store.open(s3.url("spooled"))
+    store.add_trajectories([make_traj(i) for i in range(5)])
+    refs: list[weakref.ref] = []
+    most = 0
+
+    def items():
+        nonlocal most
+        for i in [*range(3, 40), 10, 11]:  # 2 known, 2 repeated
+            t = make_traj(i)
+            refs.append(weakref.ref(t))
+            most = max(most, sum(r() is not None for r in refs))
+            yield t
+
+    m = store.add_trajectories(items())
+    assert (m.new, m.duplicates, m.committed) == (35, 4, True)
+    assert most <= 2  # the one being added and the next: nothing collected into a list
+    assert store.count("trajectories") == 40 == len(store.trajectory_ids())
+    assert {t.id for t in store.read_trajectories()} == {make_traj(i).id for i in range(40)}
+    again = store.add_trajectories(make_traj(i) for i in range(38, 42))
+    assert (again.new, again.duplicates) == (2, 2)
+    assert store.sightings(make_traj(10).id).height >= 1
 
 
 def test_storage_options_in_deltalakes_names_serve_tables_and_blobs(s3: S3Server):
