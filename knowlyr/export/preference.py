@@ -163,9 +163,13 @@ def export_dpo(
         entries.append((tid, task["task_id"], bool(outcome.get("success")), reward))
         kept: list[Any] | tuple[int, int] = steps
         if steps and type(steps[0]) is dict:
-            start = len(buf)
-            buf += orjson.dumps(steps)
-            kept = (start, len(buf))
+            try:
+                data = orjson.dumps(steps)
+            except orjson.JSONEncodeError:  # a dict given with values JSON has no form for:
+                pass  # kept as it is (rendering it fails only if it is paired)
+            else:
+                kept = (len(buf), len(buf) + len(data))
+                buf += data
         by_id[tid] = (task["task_id"], task["instruction"], kept)
         if tools is None:
             add_call_shapes(shapes, steps)

@@ -255,3 +255,11 @@ def test_dpo_and_grpo_name_a_bad_document():
     for export in (export_dpo, export_grpo):
         with pytest.raises(ExportError, match=r"(?s)record 1 is not a valid trajectory: .*task_id"):
             export([good, {"task": {}}])
+
+
+def test_dpo_keeps_a_document_json_cannot_encode_until_it_is_paired():
+    docs = [orjson.loads(t.to_json()) for t in generated_corpus(14, n=30) if t.steps]
+    odd = validate_document({**docs[0], "id": "odd", "task": {"task_id": "alone"}})
+    odd["steps"][0]["action"] = {"tool": "t", "params": {"s": {1, 2}}}  # a set: no JSON
+    res = export_dpo([*docs, odd], validated=True)  # its task has no pair: never rendered
+    assert res.card.rows and "odd" not in [*res.dataset["chosen_id"], *res.dataset["rejected_id"]]
