@@ -62,6 +62,9 @@ def test_an_iterator_is_spooled_not_held_and_merged_once(s3: S3Server, monkeypat
     again = store.add_trajectories(make_traj(i) for i in range(38, 42))
     assert (again.new, again.duplicates) == (2, 2)
     assert store.sightings(make_traj(10).id).height >= 1
+    fresh = Store.open(s3.url("spooled-first"))  # the table's first commit from a stream
+    m = fresh.add_trajectories(make_traj(i) for i in [1, 2, 2, 3])
+    assert (m.new, m.duplicates, m.version) == (3, 1, 0) and fresh.count("trajectories") == 3
 
 
 def test_storage_options_in_deltalakes_names_serve_tables_and_blobs(s3: S3Server):
