@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -45,17 +46,16 @@ def _store(url: str):
         raise _fail(e) from e
 
 
-def _export_documents(export, inputs: list[Path] | None, store: str | None, **kw):
-    """``export`` (export_dpo or export_grpo) of the JSONL files' and the store's trajectories,
-    read as validated JSON documents (no model built); a bad line or no trajectory at all is a
-    usage error naming the input."""
+def _run_export(inputs: list[Path], run: Callable[[], Any]) -> Any:
+    """``run()``, an export of ``inputs`` (and of a store) read as validated JSON documents,
+    with the cyclic GC paused (it builds no cycles); a bad line, or no trajectory at all, is a
+    usage error naming the input, a store that cannot be read an error line."""
     from knowlyr.errors import KnowlyrError, RecordError
 
-    inputs = inputs or []
     _check_inputs(inputs)
     try:
-        with paused():  # every trajectory is kept until the pairs or groups are known
-            result = export(_documents(inputs, store), validated=True, **kw)
+        with paused():
+            result = run()
     except RecordError as e:
         raise _usage(
             "INPUT",
@@ -158,7 +158,6 @@ def export_sft_cmd(
     ),
 ) -> None:
     """Multi-turn SFT conversations with a tools column (TRL SFTTrainer format)."""
-    from knowlyr.errors import KnowlyrError, RecordError
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_sft, save_sft
     from knowlyr.export.sft_parallel import save_sft_files, save_sft_store
 
@@ -171,28 +170,19 @@ def export_sft_cmd(
         "validated": True,
     }
     inputs = inputs or []
-    _check_inputs(inputs)
-    try:
-        with paused():  # no cycles are built: see knowlyr._gc
-            # streamed into the folder, unless the rows also go to a store (from the dataset)
-            if to_store:
-                result = export_sft(_documents(inputs, store), **kw)
-            elif store is None and inputs:  # the files alone: parsed on every core
-                result = save_sft_files(inputs, output, workers=workers, **kw)
-            elif store is not None and not inputs:  # the store alone: read on every core
-                result = save_sft_store(store, output, workers=workers, **kw)
-            else:
-                result = save_sft(_documents(inputs, store), output, **kw)
-    except RecordError as e:
-        raise _usage(
-            "INPUT",
-            f"{e}; pass JSONL files of trajectories (`knowlyr record convert` writes them)",
-        ) from e
-    except KnowlyrError as e:  # a store that cannot be opened or read
-        raise _fail(e) from e
+
+    def run():
+        # streamed into the folder, unless the rows also go to a store (from the dataset)
+        if to_store:
+            return export_sft(_documents(inputs, store), **kw)
+        if store is None and inputs:  # the files alone: parsed on every core
+            return save_sft_files(inputs, output, workers=workers, **kw)
+        if store is not None and not inputs:  # the store alone: read on every core
+            return save_sft_store(store, output, workers=workers, **kw)
+        return save_sft(_documents(inputs, store), output, **kw)
+
+    result = _run_export(inputs, run)
     n_in = result.card.params["input_trajectories"]
-    if not n_in:
-        raise _usage("INPUT", "no trajectories: pass JSONL files or --store")
     _finish(
         result,
         output,
@@ -218,12 +208,13 @@ def export_dpo_cmd(
     """Conversational prompt/chosen/rejected pairs built per task."""
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_dpo
 
-    result = _export_documents(
-        export_dpo,
+    inputs = inputs or []
+    prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
+    result = _run_export(
         inputs,
-        store,
-        system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
-        min_margin=min_margin,
+        lambda: export_dpo(
+            _documents(inputs, store), validated=True, system_prompt=prompt, min_margin=min_margin
+        ),
     )
     _finish(
         result,
@@ -251,12 +242,16 @@ def export_grpo_cmd(
     """Trajectories grouped per task with rewards, advantages and step-level advantages."""
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_grpo
 
-    result = _export_documents(
-        export_grpo,
+    inputs = inputs or []
+    prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
+    result = _run_export(
         inputs,
-        store,
-        system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
-        min_group_size=min_group_size,
+        lambda: export_grpo(
+            _documents(inputs, store),
+            validated=True,
+            system_prompt=prompt,
+            min_group_size=min_group_size,
+        ),
     )
     _finish(
         result,

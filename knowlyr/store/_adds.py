@@ -50,24 +50,8 @@ def stream(
     if _append.can_append(uri, schema, store._so()):
 
         def batches() -> Iterator[pa.RecordBatch]:
-            # item by item: a model is serialised and dropped at once, so memory holds
-            # rows (their JSON), _STREAM_ROWS of them, not models
-            taken: set[str] = set()
-            rows: list[tuple] = []
-            for t in items:
-                i = id_of(t)
-                ids.append(i)
-                if sightings:
-                    sight(seen, t, i)
-                if i not in known and i not in taken:
-                    taken.add(i)
-                    new_keys.append(i)
-                    rows.append(row_of(t))
-                    if len(rows) == _STREAM_ROWS:
-                        yield from rows_arrow(rows).to_batches()
-                        rows = []
-            if rows:
-                yield from rows_arrow(rows).to_batches()
+            for rows in new_rows(items, known, ids, new_keys, seen if sightings else None):
+                yield from rows.to_batches()
 
         written = _append.write_files(uri, schema, batches(), no_bounds=("data",))
     else:  # a table another writer widened: delta-rs merges the schemas
@@ -111,6 +95,35 @@ def stream(
     return m
 
 
+def new_rows(
+    items: Iterator[Item],
+    known: set[str],
+    ids: list[str],
+    new_keys: list[str],
+    seen: dict[tuple[str, str], tuple] | None,
+) -> Iterator[pa.Table]:
+    """The rows of the items whose id is neither ``known`` nor met before, ``_STREAM_ROWS`` at
+    a time. Item by item: a model is serialised and dropped at once, so memory holds rows
+    (their JSON), not models. Every item's id goes to ``ids``, its sighting to ``seen``
+    (unless None), each new id to ``new_keys``."""
+    taken: set[str] = set()
+    rows: list[tuple] = []
+    for t in items:
+        i = id_of(t)
+        ids.append(i)
+        if seen is not None:
+            sight(seen, t, i)
+        if i not in known and i not in taken:
+            taken.add(i)
+            new_keys.append(i)
+            rows.append(row_of(t))
+            if len(rows) == _STREAM_ROWS:
+                yield rows_arrow(rows)
+                rows = []
+    if rows:
+        yield rows_arrow(rows)
+
+
 def spooled(store: Store, items: Iterator[Item], *, run_id: str | None) -> Manifest:
     """``store.add_trajectories`` of an iterator on an object store: each new item's row is
     made at once (the item is not kept) and spooled to a local Arrow file ``_STREAM_ROWS``
@@ -128,27 +141,13 @@ def spooled(store: Store, items: Iterator[Item], *, run_id: str | None) -> Manif
     seen: dict[tuple[str, str], tuple] = {}
     ids: list[str] = []
     new_keys: list[str] = []
-    taken: set[str] = set()
     schema = rows_arrow([]).schema
     options = pa.ipc.IpcWriteOptions(compression="lz4")  # rows are JSON: ~4x smaller on disk
     with tempfile.TemporaryDirectory(prefix="knowlyr-add-") as tmp:
         path = os.path.join(tmp, "rows.arrow")
         with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, schema, options=options) as w:
-            rows: list[tuple] = []
-            for t in items:
-                i = id_of(t)
-                ids.append(i)
-                sight(seen, t, i)
-                if i not in known and i not in taken:
-                    taken.add(i)
-                    new_keys.append(i)
-                    rows.append(row_of(t))
-                    if len(rows) == _STREAM_ROWS:
-                        w.write_table(rows_arrow(rows))
-                        rows = []
-            if rows:
-                w.write_table(rows_arrow(rows))
-        del taken
+            for rows in new_rows(items, known, ids, new_keys, seen):
+                w.write_table(rows)
         m = store._write(
             table,
             (lambda: pa.ipc.open_stream(pa.memory_map(path))) if new_keys else None,
