@@ -488,6 +488,19 @@ def wait_quiet(threshold: float, timeout: float) -> tuple[float, float]:
 # -- main -----------------------------------------------------------------------------------------
 
 
+def compile_ours(python: Path) -> None:
+    """Byte-compile our package, as ``pip install`` does for the original's packages. Ours is
+    an editable install, so without it a machine that sets ``PYTHONDONTWRITEBYTECODE`` (this
+    one does) compiles every module ours imports in every process it starts."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run(
+        [str(python), "-m", "compileall", "-q", str(ROOT / "knowlyr")],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     from _anchor_report import render, summarize
 
@@ -555,6 +568,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--ours-python {a.ours_python} does not exist: run `make install` first")
     stages = [BY_NAME[x] for x in names]
     sides = Sides(ensure_original(a.original_venv, a.original_version), a.ours_python)
+    compile_ours(a.ours_python)
     a.work.mkdir(parents=True, exist_ok=True)
     data = prepare(a.work, sides, seed=a.seed, sizes=sizes)
     info = data.info
