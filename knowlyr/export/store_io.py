@@ -268,6 +268,7 @@ def load_dataset(store: Store, name: str, *, version: int | None = None) -> data
     import pyarrow as pa
     from datasets import Dataset
 
+    from knowlyr._arrow import table_fingerprint
     from knowlyr.errors import NotFoundError
     from knowlyr.export.sft import json_list_array
 
@@ -288,7 +289,8 @@ def load_dataset(store: Store, name: str, *, version: int | None = None) -> data
             columns[col] = json_list_array([[orjson.dumps(x) for x in v or []] for v in values])
         else:
             columns[col] = pa.array(values)
-    return Dataset(pa.table(columns))
+    table = pa.table(columns)
+    return Dataset(table, fingerprint=table_fingerprint(table))
 
 
 def _row_documents(store: Store, name: str, frame: pl.DataFrame) -> list[str]:
