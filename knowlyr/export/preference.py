@@ -14,6 +14,8 @@ Example:
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -104,12 +106,33 @@ def _pairs(
     return pairs
 
 
-def _steps(kept: list[Any] | tuple[int, int], buf: bytearray) -> list[Any]:
-    """A trajectory's steps as :func:`export_dpo` kept them (a list, or a range of ``buf``)."""
-    if type(kept) is tuple:
-        with memoryview(buf) as view:
-            return orjson.loads(view[kept[0] : kept[1]])
-    return kept
+class _StepSpill:
+    """The steps of the documents :func:`export_dpo` reads, kept as their JSON in an unnamed
+    temporary file until the pairs are known: (offset, length) per trajectory in memory, the
+    steps parsed again for the trajectories that are paired."""
+
+    def __init__(self) -> None:
+        self._file: Any = None
+        self._at = 0
+
+    def put(self, data: bytes) -> tuple[int, int]:
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="knowlyr-dpo-")  # noqa: SIM115 (closed by close())
+        self._file.write(data)
+        at, self._at = self._at, self._at + len(data)
+        return at, len(data)
+
+    def get(self, kept: list[Any] | tuple[int, int]) -> list[Any]:
+        """The steps kept as ``kept``: a list as it is, a range read back."""
+        if type(kept) is not tuple:
+            return kept
+        self._file.flush()
+        return orjson.loads(os.pread(self._file.fileno(), kept[1], kept[0]))
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def _get(pair: Any, key: str) -> Any:
@@ -148,11 +171,10 @@ def export_dpo(
 
     # per trajectory what pairing needs, and its instruction and steps for the messages of
     # the pairs it is in: a model's steps by reference (the caller holds them), a document's
-    # as their JSON in one buffer (its byte range; a third of the dicts' memory, in one
-    # allocation; parsed again for the few trajectories that are paired)
+    # spilled as JSON to a temporary file (see _StepSpill): memory holds no document
     entries: list[tuple[str, str, bool, float]] = []
     by_id: dict[str, tuple[str, str, list[Any] | tuple[int, int]]] = {}
-    buf = bytearray()
+    spill = _StepSpill()
     shapes: CallShapes = {}
     for td, task, outcome in trajectory_fields(trajectories, validated):
         tid, steps = td["id"], td.get("steps") or []
@@ -168,8 +190,7 @@ def export_dpo(
             except orjson.JSONEncodeError:  # a dict given with values JSON has no form for:
                 pass  # kept as it is (rendering it fails only if it is paired)
             else:
-                kept = (len(buf), len(buf) + len(data))
-                buf += data
+                kept = spill.put(data)
         by_id[tid] = (task["task_id"], task["instruction"], kept)
         if tools is None:
             add_call_shapes(shapes, steps)
@@ -202,10 +223,10 @@ def export_dpo(
         if not c[2] or not r[2]:
             rejected.append((key, "a trajectory has no steps"))
             continue
-        c_msgs = messages_json(c[1], _steps(c[2], buf), system_prompt=system_prompt)
+        c_msgs = messages_json(c[1], spill.get(c[2]), system_prompt=system_prompt)
         prompts.append(c_msgs[:head])
         chosen.append(c_msgs[head:])
-        r_msgs = messages_json(r[1], _steps(r[2], buf), system_prompt=system_prompt)
+        r_msgs = messages_json(r[1], spill.get(r[2]), system_prompt=system_prompt)
         rejected_msgs.append(r_msgs[head:])
         cols["task_id"].append(c[0])
         cols["chosen_id"].append(cid)
@@ -214,6 +235,7 @@ def export_dpo(
         cols["margin"].append(
             float(margin) if margin is not None else reward_by_id[cid] - reward_by_id[rid]
         )
+    spill.close()
     table = pa.table(
         {
             "prompt": json_list_array(prompts),
