@@ -285,22 +285,24 @@ def export_dataset(
 ) -> dict[str, Any]:
     """Export trajectories as an SFT, DPO or GRPO dataset folder (Hugging Face datasets + card)."""
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_dpo, export_grpo, export_sft
+    from knowlyr.export.sft_parallel import store_documents
 
-    trajs: list[Any] = []
+    trajs: list[Any] = []  # the logs' trajectories, then the store's validated documents
     if inp.paths:
         trajs += _convert(state, inp.paths, None).trajectories
     if inp.store is not None:
-        trajs += list(state.open_store(inp.store).iter_trajectories())
+        trajs += store_documents(state.open_store(inp.store).url)
     if not trajs:
         raise ConfigError("no trajectories: the paths hold none and the store is empty")
     out = state.roots.output(inp.output)
     if inp.kind == "sft":
-        result = export_sft(trajs, system_prompt=DEFAULT_SYSTEM_PROMPT,
+        result = export_sft(trajs, system_prompt=DEFAULT_SYSTEM_PROMPT, validated=True,
                             only_success=not inp.include_failed, min_reward=inp.min_reward)  # fmt: skip
     elif inp.kind == "dpo":
-        result = export_dpo(trajs, system_prompt=DEFAULT_SYSTEM_PROMPT, min_margin=inp.min_margin)
+        result = export_dpo(trajs, system_prompt=DEFAULT_SYSTEM_PROMPT, validated=True,
+                            min_margin=inp.min_margin)  # fmt: skip
     else:
-        result = export_grpo(trajs, system_prompt=DEFAULT_SYSTEM_PROMPT,
+        result = export_grpo(trajs, system_prompt=DEFAULT_SYSTEM_PROMPT, validated=True,
                              min_group_size=inp.min_group_size)  # fmt: skip
     card = result.card
     if card.rows == 0:

@@ -165,6 +165,9 @@ def test_pipeline_tools(session: Session, root: Path):
     )
     assert (batch["files"], batch["new"], batch["duplicates"]) == (3, 2, 1)  # dedup on content
     assert len(batch["rewards"]) == 2 and [p[0] for p in progress] == [1, 2, 3, 4]
+    grpo = session.ok("export_dataset", {"kind": "grpo", "store": store,
+                                         "output": f"datasets/{session.transport}/grpo"})  # fmt: skip
+    assert (grpo["kind"], grpo["trajectories"]) == ("grpo", 3) and grpo["rows"] >= 1
 
     run = session.ok("run_pipeline", {"pipeline": "ingest", "logs": ["logs/openhands"],
                                       "store": f"stores/flow-{session.transport}"})  # fmt: skip
