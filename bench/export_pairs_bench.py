@@ -1,15 +1,15 @@
 """DPO and GRPO export of a JSONL file: `knowlyr export dpo|grpo FILE` against the model path.
 
 Ours is the command as users run it, a whole process: it streams the file's lines as validated
-JSON documents into the exporter (no model built). The baseline is what the same command did
-before the exporters read documents, also a whole process: every line into a ``Trajectory``
-(``Trajectory.from_json``, the cyclic GC paused as the command paused it), then the exporter on
-the models and the folder written. Both write the same folder: the bench stops when their
-datasets or cards differ.
+JSON documents into the exporter (no model built). The baseline is the model path the command
+took before, as a script (a whole process too, without the CLI's imports): every line into a
+``Trajectory`` (``Trajectory.from_json``, the cyclic GC paused as the command paused it), then
+the same exporter given the models, and the folder written. Both write the same folder: the
+bench stops when their datasets or cards differ.
 
 Workload: 20-step coding trajectories with 500-character outputs, 40 per task, three in four
-successful (the anchor's export workload: ``bench/anchor_bench.py``), generated
-deterministically into ``--work`` once. Runs interleave (baseline, ours, ...); the table gives
+successful (the shape of the anchor's export workload, ``bench/anchor_bench.py``, generated
+here), generated deterministically into ``--work`` once. Runs interleave (baseline, ours, ...); the table gives
 the median wall time, CPU seconds and peak RSS of each and the median of the per-round ratios.
 
     .venv/bin/python bench/export_pairs_bench.py [--n 20000] [--rounds 3] [--kinds dpo,grpo]
@@ -157,7 +157,7 @@ def _measured(argv: list[str]) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds and peak RSS MB of ``argv``, run under a fresh parent
     process of its own (``RUSAGE_CHILDREN``'s peak is the largest child's so far)."""
     probe = (
-        "import json, sys, resource, subprocess, time, os\n"
+        "import json, sys, resource, subprocess, time\n"
         "t0 = time.perf_counter()\n"
         "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
         "wall = time.perf_counter() - t0\n"

@@ -80,19 +80,27 @@ def stream(
                 fresh.sort(key=task_key)
                 fresh_keys = [t.id for t in fresh]
                 data = trajectory_stream(fresh) if fresh else None
-            m = store._write(
-                table,
-                data,
-                new=len(fresh_keys),
-                dups=len(ids) - len(fresh_keys),
-                digest=_digest(ids),
-                base=base,
-                key=["id"],
-                new_keys=fresh_keys,
-            )
+            m = _merged(store, data, ids, fresh_keys, base)
     if sightings and ids:
         store._add_sightings(seen_columns(seen), run_id=run_id, version=m.version)
     return m
+
+
+def _merged(
+    store: Store, data: Any, ids: list[str], new_keys: list[str], base: int | None
+) -> Manifest:
+    """Commit ``data`` (the rows of ``new_keys``, an Arrow stream factory, or None when there
+    are none) through delta-rs as the next ``trajectories`` version of an add of ``ids``."""
+    return store._write(
+        "trajectories",
+        data,
+        new=len(new_keys),
+        dups=len(ids) - len(new_keys),
+        digest=_digest(ids),
+        base=base,
+        key=["id"],
+        new_keys=new_keys,
+    )
 
 
 def new_rows(
@@ -148,16 +156,8 @@ def spooled(store: Store, items: Iterator[Item], *, run_id: str | None) -> Manif
         with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, schema, options=options) as w:
             for rows in new_rows(items, known, ids, new_keys, seen):
                 w.write_table(rows)
-        m = store._write(
-            table,
-            (lambda: pa.ipc.open_stream(pa.memory_map(path))) if new_keys else None,
-            new=len(new_keys),
-            dups=len(ids) - len(new_keys),
-            digest=_digest(ids),
-            base=base,
-            key=["id"],
-            new_keys=new_keys,
-        )
+        spool = (lambda: pa.ipc.open_stream(pa.memory_map(path))) if new_keys else None
+        m = _merged(store, spool, ids, new_keys, base)
     if ids:
         store._add_sightings(seen_columns(seen), run_id=run_id, version=m.version)
     return m
