@@ -145,21 +145,35 @@ def _snapshots(client, name: str) -> list[str]:
     return [t for i in client.images.list() for t in i.tags if f"knowlyr-snapshot/{name}:" in t]
 
 
+# Every container sandbox start on the engine reaps dead owners too, and the suite runs other
+# container tests beside these ones: a dead owner's sandbox may go to one of those first.
+_ATTEMPTS = 5
+
+
+def _reported(output: str, name: str) -> list[str]:
+    """The lines of ``knowlyr sandbox gc``'s output naming the sandbox ``name``'s things."""
+    return [line.strip() for line in output.splitlines() if name in line]
+
+
 @pytest.mark.parametrize("how", ["gc", "next start"])
 def test_a_killed_owners_containers_are_reaped(docker_host, how):
     from knowlyr.sandbox.container import ContainerSandbox, _client
 
     client = _client()
-    owner, (name,) = _owner(_CONTAINER_OWNER)
-    _kill(owner)
-    assert len(_containers(client, name)) == 2 and len(_snapshots(client, name)) == 1
-    if how == "gc":
-        r = runner.invoke(app, ["sandbox", "gc", "--backend", "container"])
-        assert r.exit_code == 0, r.output
-        assert "removed 3" in r.output and name in r.output
-    else:
-        ContainerSandbox(SandboxConfig(backend="container")).close()
-    assert _containers(client, name) == [] and _snapshots(client, name) == []
+    for _ in range(_ATTEMPTS):
+        owner, (name,) = _owner(_CONTAINER_OWNER)
+        # sandbox, warm standby, snapshot; nothing reaps them while the owner lives
+        assert len(_containers(client, name)) == 2 and len(_snapshots(client, name)) == 1
+        _kill(owner)
+        if how == "gc":
+            r = runner.invoke(app, ["sandbox", "gc", "--backend", "container"])
+            assert r.exit_code == 0, r.output
+        else:
+            ContainerSandbox(SandboxConfig(backend="container")).close()
+        assert _containers(client, name) == [] and _snapshots(client, name) == []
+        if how != "gc" or len(_reported(r.output, name)) == 3:
+            return  # gc itself removed all three
+    pytest.fail(f"another sandbox start reaped the killed owner before gc, {_ATTEMPTS} times")
 
 
 def test_containers_of_live_owners_are_left_alone(docker_host):
@@ -169,11 +183,13 @@ def test_containers_of_live_owners_are_left_alone(docker_host):
     owner, (name,) = _owner(_CONTAINER_OWNER)
     try:
         with ContainerSandbox(SandboxConfig(backend="container")) as mine:
-            assert reap_containers() == []
+            # (what other tests' dead owners left may be reaped here: not these two's)
+            assert not [x for x in reap_containers() if name in x or mine.name in x]
             assert mine.exec("echo still here").stdout == "still here\n"
             assert len(_containers(client, name)) == 2 and len(_snapshots(client, name)) == 1
             assert len(_containers(client, mine.name)) == 1
     finally:
         _kill(owner)
-    left = sorted([*_containers(client, name), *_snapshots(client, name)])
-    assert len(left) == 3 and sorted(reap_containers()) == left
+    # dead now: reaped (here, or by another test's sandbox start just before)
+    reap_containers()
+    assert _containers(client, name) == [] and _snapshots(client, name) == []
