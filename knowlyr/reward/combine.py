@@ -29,7 +29,41 @@ if TYPE_CHECKING:
     import numpy as np
     import polars as pl
 
-__all__ = ["Combined", "TrajectoryInfo", "combine", "reward_rows", "segment_sums"]
+__all__ = ["Combined", "RubricBlock", "TrajectoryInfo", "combine", "reward_rows", "segment_sums"]
+
+#: Rubrics whose means :func:`combine` takes at once (each group's temporaries: ~16 bytes a
+#: step and rubric).
+MEAN_GROUP = 4
+
+
+class RubricBlock:
+    """Every rubric's score at every step of a batch (flat, trajectory after trajectory), as
+    two (steps, rubrics) arrays: ``scores`` (float64; meaningless where not scored) and
+    ``scored`` (bool: False = not applicable). ``names``: the rubrics, in column order."""
+
+    __slots__ = ("names", "scored", "scores")
+
+    def __init__(self, names: Sequence[str], scores: np.ndarray, scored: np.ndarray):
+        self.names, self.scores, self.scored = tuple(names), scores, scored
+
+    @classmethod
+    def of(cls, columns: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> RubricBlock:
+        """A block of ``(name, scores, scored)`` columns (copied)."""
+        import numpy as np
+
+        return cls(
+            [name for name, _, _ in columns],
+            np.column_stack([scores for _, scores, _ in columns]),
+            np.column_stack([scored for _, _, scored in columns]),
+        )
+
+    def joined(self, columns: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> RubricBlock:
+        """This block with ``columns`` added after its own."""
+        return RubricBlock.of([*self.columns(), *columns])
+
+    def columns(self) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """``(name, scores, scored)`` per rubric: views of the block's columns."""
+        return [(name, self.scores[:, j], self.scored[:, j]) for j, name in enumerate(self.names)]
 
 
 @dataclass
@@ -82,7 +116,9 @@ def _counts(mask: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.nda
     """How many True values each segment of ``mask`` holds (along axis 0)."""
     import numpy as np
 
-    cs = np.zeros((len(mask) + 1, *mask.shape[1:]), dtype=np.int64)
+    cs = np.zeros(
+        (len(mask) + 1, *mask.shape[1:]), dtype=np.int32 if len(mask) < 2**31 else np.int64
+    )
     np.cumsum(mask, axis=0, out=cs[1:])
     return cs[starts + lengths] - cs[starts]
 
@@ -153,16 +189,16 @@ def combine(
     means = np.zeros((len(lengths), len(rubrics)))
     has_mean = np.zeros((len(lengths), len(rubrics)), dtype=bool)
     present = [i for i, name in enumerate(rubrics) if name in by_name]
-    if present and n_steps:
+    for g in range(0, len(present) if n_steps else 0, MEAN_GROUP):  # a few rubrics at a time
+        group = present[g : g + MEAN_GROUP]
         vals = np.stack([np.where(by_name[rubrics[i]][1], by_name[rubrics[i]][0], 0.0)
-                         for i in present], axis=1)  # fmt: skip
-        counts = _counts(
-            np.stack([by_name[rubrics[i]][1] for i in present], axis=1), starts, lengths
-        )
+                         for i in group], axis=1)  # fmt: skip
+        counts = _counts(np.stack([by_name[rubrics[i]][1] for i in group], axis=1), starts, lengths)
         sums = segment_sums(vals, starts, lengths)
+        del vals
         ok = counts > 0
-        means[:, present] = np.divide(sums, counts, out=np.zeros_like(sums), where=ok)
-        has_mean[:, present] = ok
+        means[:, group] = np.divide(sums, counts, out=np.zeros_like(sums), where=ok)
+        has_mean[:, group] = ok
     return Combined(r, has_r, process, has_p, total_raw, total, means, has_mean, list(rubrics))
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -50,13 +50,53 @@ if TYPE_CHECKING:
     import polars as pl
 
     from knowlyr.reward.calibration import CalibrationMap
-    from knowlyr.reward.combine import TrajectoryInfo
+    from knowlyr.reward.combine import RubricBlock, TrajectoryInfo
     from knowlyr.reward.judge import LLMJudge
     from knowlyr.reward.outcome_calibration import OutcomeCalibration
 
 __all__ = ["RewardEngine", "TrajectoryReward", "dump_rewards", "load_rewards", "rewards_frame"]
 
 _LAYERS = ("rules", "judge")
+
+
+class _RubricRows:
+    """One reward's ``step_rubrics`` before anything reads them: rows ``a:b`` of its batch's
+    :class:`~knowlyr.reward.combine.RubricBlock` (108 bytes a step for 12 rubrics, where a
+    dict and its floats take ~750). Reading :attr:`TrajectoryReward.step_rubrics` turns them
+    into the list of dicts, which the reward keeps from then on; a pickle or copy holds that
+    list."""
+
+    __slots__ = ("a", "b", "block")
+
+    def __init__(self, block: RubricBlock, a: int, b: int):
+        self.block, self.a, self.b = block, a, b
+
+    def dicts(self) -> list[dict[str, float | None]]:
+        """The rows as new dicts (``None`` where a rubric did not apply)."""
+        block, a, b = self.block, self.a, self.b
+        names = block.names
+        return [
+            {n: v if ok else None for n, v, ok in zip(names, row, oks, strict=True)}
+            for row, oks in zip(block.scores[a:b].tolist(), block.scored[a:b].tolist(), strict=True)
+        ]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return list, (self.dicts(),)
+
+
+class _StepRubrics:
+    """The ``step_rubrics`` field: a list of dicts, or :class:`_RubricRows` until first read."""
+
+    def __get__(self, obj: Any, owner: Any = None) -> list[dict[str, float | None]]:
+        if obj is None:  # a required field: no class-level default
+            raise AttributeError("step_rubrics")
+        value = obj.__dict__["step_rubrics"]
+        if type(value) is _RubricRows:
+            value = obj.__dict__["step_rubrics"] = value.dicts()
+        return value
+
+    def __set__(self, obj: Any, value: list[dict[str, float | None]]) -> None:
+        obj.__dict__["step_rubrics"] = value
 
 
 @dataclass
@@ -86,7 +126,7 @@ class TrajectoryReward:
     total_raw: float | None
     step_rewards: list[float | None]
     rubric_scores: dict[str, float]
-    step_rubrics: list[dict[str, float | None]]
+    step_rubrics: list[dict[str, float | None]] = _StepRubrics()  # type: ignore[assignment]
     config_hash: str
     success: bool | None = None
     rationales: list[str | None] = field(default_factory=list)
@@ -112,7 +152,7 @@ class TrajectoryReward:
             "model": self.model,
             "total_raw": self.total_raw,
             "success": self.success,
-            "step_rubrics": orjson.dumps(self.step_rubrics).decode(),
+            "step_rubrics": orjson.dumps(self._step_rubrics_copy()).decode(),
             "missing_layers": orjson.dumps(self.missing_layers).decode(),
             "process": self.process,
         }
@@ -141,7 +181,30 @@ class TrajectoryReward:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields as a new dict whose lists and dicts are copies (``dataclasses.asdict``'s
+        result; the step rubrics are read without being kept on the reward)."""
+        return {
+            "trajectory_id": self.trajectory_id,
+            "task_id": self.task_id,
+            "agent": self.agent,
+            "model": self.model,
+            "total": self.total,
+            "total_raw": self.total_raw,
+            "step_rewards": list(self.step_rewards),
+            "rubric_scores": dict(self.rubric_scores),
+            "step_rubrics": self._step_rubrics_copy(),
+            "config_hash": self.config_hash,
+            "success": self.success,
+            "rationales": list(self.rationales),
+            "judge_errors": list(self.judge_errors),
+            "judge_model": self.judge_model,
+            "missing_layers": list(self.missing_layers),
+            "process": self.process,
+        }
+
+    def _step_rubrics_copy(self) -> list[dict[str, float | None]]:
+        value = self.__dict__["step_rubrics"]
+        return value.dicts() if type(value) is _RubricRows else [dict(d) for d in value]
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrajectoryReward:
@@ -193,22 +256,27 @@ def document_info(documents: Sequence[dict[str, Any]]) -> TrajectoryInfo:
     return TrajectoryInfo(ids, tasks, agents, models, success, np.asarray(lengths, np.int64))
 
 
-def rule_columns(df: pl.DataFrame, n_traj: int) -> tuple[list[tuple[str, Any, Any]], Any]:
-    """``(name, scores, scored)`` per rule rubric of a :func:`~knowlyr.reward.rules.score_rules`
-    frame, and each trajectory's reference length (NaN: none)."""
+def take_rule_block(df: pl.DataFrame, n_traj: int) -> tuple[RubricBlock, Any]:
+    """The rule rubrics' scores of a :func:`~knowlyr.reward.rules.score_rules` frame, and
+    each trajectory's reference length (NaN: none). Takes the columns out of ``df`` one by
+    one (``drop_in_place``), so that the frame and the block are never both held whole."""
     import numpy as np
 
+    from knowlyr.reward.combine import RubricBlock
     from knowlyr.reward.rules import RULE_COLUMNS
 
-    columns = []
-    for name in RULE_COLUMNS:
-        col = df.get_column(name)
-        columns.append((name, col.fill_null(0.0).to_numpy(), col.is_not_null().to_numpy()))
     references = np.full(n_traj, np.nan)
     references[df.get_column("traj").to_numpy()] = (
         df.get_column("reference").fill_null(np.nan).to_numpy()
     )
-    return columns, references
+    shape = (df.height, len(RULE_COLUMNS))
+    scores, scored = np.empty(shape, order="F"), np.empty(shape, dtype=bool, order="F")
+    for j, name in enumerate(RULE_COLUMNS):
+        col = df.drop_in_place(name)
+        scores[:, j] = col.fill_null(0.0).to_numpy()
+        scored[:, j] = col.is_not_null().to_numpy()
+        del col
+    return RubricBlock(RULE_COLUMNS, scores, scored), references
 
 
 def _judge_columns(
@@ -340,23 +408,21 @@ class RewardEngine:
     def _combine(self, trajectories: Sequence[Trajectory], judged: Any) -> list[TrajectoryReward]:
         import numpy as np
 
-        from knowlyr.reward.combine import rubric_scores
+        from knowlyr.reward.combine import RubricBlock, rubric_scores
 
         info = trajectory_info(trajectories)
-        columns, references = self._rule_columns(trajectories)
+        block, references = self._rule_block(trajectories)
         n = len(trajectories)
         rationales: list[list[str | None]] = [[None] * k for k in info.lengths.tolist()]
         errors: list[list[str | None]] = [[None] * k for k in info.lengths.tolist()]
         if judged is not None:
-            columns += _judge_columns(judged, info.lengths, [r.name for r in self.judge.rubrics])
+            judge = _judge_columns(judged, info.lengths, [r.name for r in self.judge.rubrics])
+            block = block.joined(judge) if block is not None else RubricBlock.of(judge)
             for ti, row in enumerate(judged):
                 for si, j in enumerate(row):
                     rationales[ti][si] = j.rationale
                     errors[ti][si] = j.error
-        c = self.combine(columns, info, references)
-        names = [name for name, _, _ in columns]
-        values = [_nullable(scores, scored) for _, scores, scored in columns]
-        steps = [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+        c = self.combine(block.columns() if block is not None else [], info, references)
         step_r = _nullable(c.step_reward, c.has_step_reward)
         total, total_raw, process = (
             _nullable(x, c.has_process) for x in (c.total, c.total_raw, c.process)
@@ -379,7 +445,11 @@ class RewardEngine:
                     total_raw=total_raw[ti],
                     step_rewards=step_r[a:b],
                     rubric_scores=rubric_scores(c, ti),
-                    step_rubrics=steps[a:b] if names else [{} for _ in range(b - a)],
+                    step_rubrics=(
+                        _RubricRows(block, a, b)
+                        if block is not None
+                        else [{} for _ in range(b - a)]
+                    ),
                     config_hash=config_hash,
                     success=info.success[ti],
                     rationales=rationales[ti],
@@ -425,20 +495,20 @@ class RewardEngine:
                 from knowlyr.reward.rules import score_documents
 
                 df = score_documents(documents, self.profile, population=population)
-                columns, references = rule_columns(df, len(documents))
+                block, references = take_rule_block(df, len(documents))
+                del df
+                columns = block.columns()
             c = self.combine(columns, info, references)
             return reward_rows(c, info, columns, config_hash=self.config_hash)
 
-    def _rule_columns(
-        self, trajectories: Sequence[Trajectory]
-    ) -> tuple[list[tuple[str, Any, Any]], Any]:
-        """The rule rubrics' ``(name, scores, scored)`` columns and each trajectory's
-        reference length (NaN: none); nothing without the rules layer."""
+    def _rule_block(self, trajectories: Sequence[Trajectory]) -> tuple[RubricBlock | None, Any]:
+        """The rule rubrics' scores and each trajectory's reference length (NaN: none);
+        ``(None, None)`` without the rules layer or trajectories."""
         if "rules" not in self.layers or not trajectories:
-            return [], None
+            return None, None
         from knowlyr.reward.rules import score_rules
 
-        return rule_columns(score_rules(trajectories, self.profile), len(trajectories))
+        return take_rule_block(score_rules(trajectories, self.profile), len(trajectories))
 
     def combine(self, columns: list[tuple[str, Any, Any]], info: TrajectoryInfo, references: Any):
         """:func:`knowlyr.reward.combine.combine` with this engine's weights, rubrics, outcome

@@ -194,14 +194,19 @@ def _score(
 
     chunks = _chunks(batch, lengths, CHUNK_STEPS)
     worker = _ChunkWorker()
+    # of each chunk's scan only its per-trajectory frame is kept: the scans hold every step's
+    # output and thought (~1 KB a step), freed as soon as the chunk is scored
+    per_trajs = []
     with paused():
         if len(chunks) <= 1:
-            scans = [scan(batch)]
-            parts = [worker.score(scans[0], worker.extend(extractor.facets_plan()))]
+            first = scan(batch)
+            per_trajs.append(first.per_traj)
+            parts = [worker.score(first, worker.extend(extractor.facets_plan()))]
+            del first
         else:
             from concurrent.futures import ThreadPoolExecutor
 
-            scans, futures = [], []
+            futures = []
             # the workers need the GIL briefly between their long polars calls: hand it over
             # within 0.2 ms rather than the default 5 ms, or their polars threads sit idle
             with (
@@ -210,18 +215,20 @@ def _score(
                 ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rules") as pool,
             ):
                 for chunk in chunks:
-                    scans.append(scan(chunk))
+                    scanned = scan(chunk)
+                    per_trajs.append(scanned.per_traj)
                     # the facets grow chunk after chunk; the tables and rubrics of two chunks
                     # can be worked on at once (what keeps both cores busy once Python is done)
                     facets = extend.submit(worker.extend, extractor.facets_plan())
-                    futures.append(pool.submit(worker.score_when, scans[-1], facets))
+                    futures.append(pool.submit(worker.score_when, scanned, facets))
+                    del scanned
                 parts = [f.result() for f in futures]
     offset = 0
-    for i, (part, scan) in enumerate(zip(parts, scans, strict=True)):
+    for i, (part, frame) in enumerate(zip(parts, per_trajs, strict=True)):
         if offset:
             parts[i] = part.with_columns(pl.col("traj") + offset)
-        offset += scan.per_traj.height
-    per_traj = pl.concat([scan.per_traj for scan in scans])
+        offset += frame.height
+    per_traj = pl.concat(per_trajs)
     references = _references(per_traj, profile.reference_steps, population)
     return _with_efficiency(pl.concat(parts), references)
 

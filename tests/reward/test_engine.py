@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import orjson
 import pytest
 
 from knowlyr.core import get_profile
 from knowlyr.errors import ConfigError
 from knowlyr.reward.calibration import CalibrationMap
-from knowlyr.reward.engine import RewardEngine, rewards_frame
+from knowlyr.reward.engine import RewardEngine, TrajectoryReward, rewards_frame
 from knowlyr.reward.judge import LLMJudge, make_backend
 from knowlyr.reward.preferences import build_preferences, leaderboard, preferences_frame
 from knowlyr.reward.rubrics import RULE_RUBRICS
@@ -137,6 +139,47 @@ def test_store_rows_and_frame():
     assert df.height == 2
     assert {"trajectory_id", "config_hash", "total", "per_step", "per_rubric"} <= set(df.columns)
     assert df["per_step"].to_list()[1][1] < 1.0
+
+
+def _scored_batch():
+    clean, sloppy = _clean_and_sloppy()
+    return RewardEngine("coding").score([clean, sloppy] * 50)  # one block for 100 rewards
+
+
+def test_step_rubrics_read_once_become_the_rewards_own_dicts():
+    r = _scored_batch()[1]
+    first = r.step_rubrics
+    assert type(first) is list and all(type(d) is dict for d in first)
+    assert r.step_rubrics is first  # kept: the same list on the next read
+    first[1]["non_redundancy"] = 0.25
+    assert r.step_rubrics[1]["non_redundancy"] == 0.25
+    assert first[1]["non_redundancy"] == 0.25 and first[0]["info_utilization"] is None
+
+
+def test_to_dict_and_to_row_give_asdicts_values_without_keeping_dicts():
+    r = _scored_batch()[1]
+    d, row = r.to_dict(), r.to_row()
+    assert type(vars(r)["step_rubrics"]) is not list  # read for them, not kept
+    assert d == dataclasses.asdict(r)  # asdict reads the field: now it is kept
+    assert type(vars(r)["step_rubrics"]) is list
+    assert orjson.loads(row["step_rubrics"]) == d["step_rubrics"]
+    d["step_rubrics"][0]["efficiency"] = -1.0  # a copy, like asdict's
+    assert r.step_rubrics[0]["efficiency"] != -1.0
+
+
+def test_a_copied_or_pickled_reward_holds_its_own_rows_only():
+    import copy
+    import pickle
+
+    rewards = _scored_batch()
+    r = rewards[3]
+    alone = pickle.dumps(TrajectoryReward(**r.to_dict()))
+    data = pickle.dumps(r)
+    assert len(data) <= len(alone) + 64  # not the batch's block of 100 trajectories
+    back = pickle.loads(data)
+    assert back == r and type(vars(back)["step_rubrics"]) is list
+    assert copy.deepcopy(rewards[4]) == rewards[4]
+    assert dataclasses.replace(rewards[5], total=0.0).step_rubrics == rewards[5].step_rubrics
 
 
 def test_store_round_trip(tmp_path):
