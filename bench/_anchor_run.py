@@ -15,7 +15,8 @@ Jobs (``ARGS`` in brackets):
   ``knowlyr record convert`` runs) with 1 / 2 workers (section ``convert``);
   ``convert-models``: ``iter_records`` with 1 worker, every Trajectory built (section
   ``models``, nothing written).
-* ``reward`` [TRAJ_JSONL N]: the first N trajectories loaded (section ``load``), scored by the
+* ``reward`` [TRAJ_JSONL N]: the first N trajectories loaded (section ``load``; the process's
+  RSS then is ``loaded_rss_mb``), scored by the
   rule layer through the reward engine (``engine``), then by the rules alone (``rules``).
   Original: ``RewardEngine(RewardConfig(rule_weight=1, model_weight=0))`` on the dicts its hub
   pipeline builds; rules = ``check_redundancy`` + ``check_regression`` +
@@ -47,6 +48,15 @@ import time
 from pathlib import Path
 
 _T0 = time.perf_counter()
+
+
+def _rss_mb() -> float:
+    """This process's resident memory now (MB; Linux)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise SystemExit("no VmRSS in /proc/self/status")
 
 
 def _lines(path: str, n: int) -> list[bytes]:
@@ -190,6 +200,7 @@ def original(job: str, args: list[str]) -> dict:
             )
         del t
         t1 = time.perf_counter()
+        loaded = _rss_mb()
         profile = get_domain_profile("coding")
         engine = RewardEngine(RewardConfig(rule_weight=1.0, model_weight=0.0), profile=profile)
         engine.score_batch(dicts[:10])
@@ -205,6 +216,7 @@ def original(job: str, args: list[str]) -> dict:
         t4 = time.perf_counter()
         return {
             "sections": {"load": t1 - t0, "engine": t3 - t2, "rules": t4 - t3},
+            "loaded_rss_mb": loaded,
             "trajectories": len(scores),
             "steps": sum(len(r.step_rewards) for r in scores),
         }
@@ -330,6 +342,7 @@ def ours(job: str, args: list[str]) -> dict:
         t0 = time.perf_counter()
         trajs = [Trajectory.from_json(line) for line in _lines(args[0], n)]
         t1 = time.perf_counter()
+        loaded = _rss_mb()
         engine = RewardEngine("coding")
         engine.score(trajs[:10])
         t2 = time.perf_counter()
@@ -339,6 +352,7 @@ def ours(job: str, args: list[str]) -> dict:
         t4 = time.perf_counter()
         return {
             "sections": {"load": t1 - t0, "engine": t3 - t2, "rules": t4 - t3},
+            "loaded_rss_mb": loaded,
             "trajectories": len(scores),
             "steps": sum(len(t.steps) for t in trajs),
         }

@@ -625,6 +625,18 @@ def main(argv: list[str] | None = None) -> None:
             "\nReading the trajectory JSONL into each side's models before the timed part (not "
             "in the ratios): " + "; ".join(loads) + " (medians)."
         )
+    if ("ours", "reward") in jobs:
+        held, above = [], []
+        for side in ("original", "ours"):
+            rs = [r[(side, "reward")] for r in rounds]
+            held.append(statistics.median(r.out["loaded_rss_mb"] for r in rs))
+            above.append(statistics.median(r.rss_mb - r.out["loaded_rss_mb"] for r in rs))
+        text += (
+            f"\nThe reward job's memory: RSS with its input loaded (the lines, and what each "
+            f"side's engine takes: the original's dicts, our models), original {held[0]:,.0f} MB, "
+            f"ours {held[1]:,.0f} MB; above that at the job's peak (the engine, its rewards, the "
+            f"rules pass), original {above[0]:,.0f} MB, ours {above[1]:,.0f} MB (medians)."
+        )
     if "store-bytes" in names:
         whole = [r[("ours", "store")].out["store_bytes"] / sizes["store_n"] for r in rounds]
         text += (
