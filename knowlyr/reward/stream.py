@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Any
 import orjson
 
 from knowlyr._gc import paused
-from knowlyr.errors import ConfigError
+from knowlyr.errors import ConfigError, RewardError
 
 if TYPE_CHECKING:
     import polars as pl
@@ -196,7 +196,10 @@ def score_files(
     Raises:
         ConfigError: the engine has the judge layer or an outcome calibration (they read the
             models: use :meth:`~knowlyr.reward.engine.RewardEngine.score`), or a bad
-            ``batch_size`` / ``workers``.
+            ``batch_size`` / ``workers``; in a worker process importing a script that
+            calls this outside its main block.
+        RewardError: a worker process died (the script's call is not under ``if __name__ ==
+            "__main__":``, or the worker was killed).
     """
     import polars as pl
 
@@ -281,9 +284,12 @@ class _Batch:
 _JOB: _Batch | None = None  # a worker's job (set once per worker process)
 
 
-def _start_worker(job: _Batch) -> None:
+def _start_worker(path: str) -> None:
     global _JOB
-    _JOB = job
+    import pickle
+
+    with open(path, "rb") as f:
+        _JOB = pickle.load(f)
 
 
 def _run(start: int, end: int) -> tuple[int, bytes, pl.DataFrame | None]:
@@ -304,14 +310,38 @@ def _scored(
     import multiprocessing
     from collections import deque
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        # a spawned worker importing a script that calls this outside its main block: without
+        # this error the worker's own pool would wait for its workers forever
+        raise ConfigError(
+            "score_files(workers=...) was called while a worker process imported the script's "
+            'main module: call it from an `if __name__ == "__main__":` block (or use workers=1)'
+        )
+    import pickle
+
+    # the job reaches the workers as a file: what the parent writes down a new worker's pipe
+    # stays a few hundred bytes, since a larger write blocks for good when that worker dies
+    # before reading it (the parent holds the pipe's read end open while it writes)
+    path = f"{job.spool}.job"
+    with open(path, "wb") as f:
+        pickle.dump(job, f, protocol=pickle.HIGHEST_PROTOCOL)
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_start_worker,
-                             initargs=(job,)) as pool:  # fmt: skip
+                             initargs=(path,)) as pool:  # fmt: skip
         todo = iter(ranges)
         pending = deque(pool.submit(_run, *r) for r in itertools.islice(todo, 2 * workers))
         while pending:
-            done = pending.popleft().result()
+            try:
+                done = pending.popleft().result()
+            except BrokenProcessPool as e:
+                raise RewardError(
+                    "a scoring worker process died (its own error, if any, is above): a script "
+                    "that calls score_files with workers must call it from an `if __name__ == "
+                    '"__main__":` block, and a worker killed for memory needs a smaller '
+                    "batch_size"
+                ) from e
             nxt = next(todo, None)
             if nxt is not None:
                 pending.append(pool.submit(_run, *nxt))

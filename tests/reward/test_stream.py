@@ -131,3 +131,48 @@ def test_reward_dicts_are_the_objects_dicts(read):
     rows = RewardEngine("coding").score_documents(read[0])
     want = [TrajectoryReward.from_row(r).to_dict() for r in rows.iter_rows(named=True)]
     assert orjson.dumps(reward_dicts(rows)) == orjson.dumps(want)
+
+
+_SCRIPT = """
+import sys
+from knowlyr.reward import RewardEngine
+from knowlyr.reward.stream import score_files
+
+def main():
+    with open(sys.argv[2], "wb") as f:
+        score_files([sys.argv[1]], RewardEngine("coding"), f, batch_size=100, workers=2)
+"""
+
+
+def test_worker_processes_and_a_script_without_a_main_block(tmp_path):
+    import subprocess
+    import sys
+
+    from knowlyr.trajectory import Step, TaskInfo, ToolCall, Trajectory
+
+    # long task ids: the job the workers get (engine, batch population) is ~130 KB pickled,
+    # more than a pipe holds, which is what left the script waiting forever on a dead worker
+    src = tmp_path / "runs.jsonl"
+    trajs = [
+        Trajectory(task=TaskInfo(task_id=f"{i:04d}" + "t" * 300),
+                   steps=[Step(index=0, action=ToolCall(tool="bash", params={"command": "ls"}))])
+        for i in range(400)
+    ]  # fmt: skip
+    src.write_bytes(b"".join(t.to_json() + b"\n" for t in trajs))
+    want = io.BytesIO()
+    score_files([src], RewardEngine("coding"), want, batch_size=100, workers=1)
+    for guarded in (True, False):
+        script = tmp_path / "score.py"
+        script.write_text(
+            _SCRIPT + ('if __name__ == "__main__":\n    main()\n' if guarded else "main()\n")
+        )
+        out = tmp_path / "rewards.json"
+        p = subprocess.run([sys.executable, str(script), str(src), str(out)], capture_output=True,
+                           text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+        if guarded:  # four batches over two spawned workers: the bytes of one process
+            assert p.returncode == 0, p.stderr
+            assert out.read_bytes() == want.getvalue()
+        else:
+            assert p.returncode != 0
+            assert "RewardError: a scoring worker process died" in p.stderr
+            assert 'call it from an `if __name__ == "__main__":` block' in p.stderr  # a worker's
