@@ -116,6 +116,12 @@ class Store(DeltaTables):
         if self.local:
             path = url[len("file://") :] if url.startswith("file://") else url
             self.root = os.path.abspath(os.path.expanduser(path))
+            if "%" in self.root:  # delta-rs reads '%20' as ' ' in some calls and not in others
+                raise ConfigError(
+                    f"store path {self.root} contains '%': deltalake cannot write a table under "
+                    "it (it decodes '%xx' in part of its calls, then misses its own log file); "
+                    "choose a store path without '%'"
+                )
             try:
                 os.makedirs(self.root, exist_ok=True)
             except OSError as e:

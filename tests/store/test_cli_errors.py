@@ -91,3 +91,15 @@ def test_store_show_lists_every_agent_and_run_that_produced_a_trajectory(tmp_pat
     assert r.exit_code == 0, r.output
     assert "agent    claude" in r.output and "seen     2x" in r.output
     assert "gpt gpt-model  run run-two  logs/b.jsonl" in r.output
+
+
+def test_a_store_path_with_a_percent_sign_is_refused_before_anything_is_written(tmp_path) -> None:
+    from knowlyr.errors import ConfigError
+
+    root = tmp_path / "runs%20nightly" / "store"
+    with pytest.raises(ConfigError, match=r"contains '%'.*without '%'"):
+        Store.open(root)
+    assert not root.exists()
+    r = runner.invoke(app, ["store", "ls", "--store", str(root)])
+    _no_traceback(r)
+    assert r.exit_code == 1 and "contains '%'" in r.output
