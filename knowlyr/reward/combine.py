@@ -61,6 +61,16 @@ class RubricBlock:
         """This block with ``columns`` added after its own."""
         return RubricBlock.of([*self.columns(), *columns])
 
+    def rows(self, a: int, b: int) -> RubricBlock:
+        """A block of rows ``a:b`` (a copy: it does not keep this block alive)."""
+        import numpy as np
+
+        return RubricBlock(
+            self.names,
+            np.ascontiguousarray(self.scores[a:b]),
+            np.ascontiguousarray(self.scored[a:b]),
+        )
+
     def columns(self) -> list[tuple[str, np.ndarray, np.ndarray]]:
         """``(name, scores, scored)`` per rubric: views of the block's columns."""
         return [(name, self.scores[:, j], self.scored[:, j]) for j, name in enumerate(self.names)]

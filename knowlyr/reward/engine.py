@@ -57,11 +57,13 @@ if TYPE_CHECKING:
 __all__ = ["RewardEngine", "TrajectoryReward", "dump_rewards", "load_rewards", "rewards_frame"]
 
 _LAYERS = ("rules", "judge")
+_SHARED_ROWS = 1024  # trajectories whose rewards share one copy of their step rubrics' rows
 
 
 class _RubricRows:
-    """One reward's ``step_rubrics`` before anything reads them: rows ``a:b`` of its batch's
-    :class:`~knowlyr.reward.combine.RubricBlock` (108 bytes a step for 12 rubrics, where a
+    """One reward's ``step_rubrics`` before anything reads them: rows ``a:b`` of a
+    :class:`~knowlyr.reward.combine.RubricBlock` shared with the rewards of up to
+    :data:`_SHARED_ROWS` trajectories of its batch (108 bytes a step for 12 rubrics, where a
     dict and its floats take ~750). Reading :attr:`TrajectoryReward.step_rubrics` turns them
     into the list of dicts, which the reward keeps from then on; a pickle or copy holds that
     list."""
@@ -432,8 +434,13 @@ class RewardEngine:
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(info.lengths, out=offsets[1:])
         out = []
+        rows, base = None, 0
         for ti in range(n):
             a, b = int(offsets[ti]), int(offsets[ti + 1])
+            if block is not None and ti % _SHARED_ROWS == 0:
+                # rewards share their rows by runs of _SHARED_ROWS trajectories: a reward kept
+                # alone keeps those, not the whole batch's arrays
+                rows, base = block.rows(a, int(offsets[min(n, ti + _SHARED_ROWS)])), a
             judge_failed = self.judge is not None and any(e is not None for e in errors[ti])
             out.append(
                 TrajectoryReward(
@@ -446,8 +453,8 @@ class RewardEngine:
                     step_rewards=step_r[a:b],
                     rubric_scores=rubric_scores(c, ti),
                     step_rubrics=(
-                        _RubricRows(block, a, b)
-                        if block is not None
+                        _RubricRows(rows, a - base, b - base)
+                        if rows is not None
                         else [{} for _ in range(b - a)]
                     ),
                     config_hash=config_hash,

@@ -182,6 +182,16 @@ def test_a_copied_or_pickled_reward_holds_its_own_rows_only():
     assert dataclasses.replace(rewards[5], total=0.0).step_rubrics == rewards[5].step_rubrics
 
 
+def test_a_reward_kept_alone_keeps_its_runs_rows_not_the_batchs():
+    clean, sloppy = _clean_and_sloppy()
+    batch = [clean, sloppy] * 600
+    rewards = RewardEngine("coding").score(batch)
+    shared = vars(rewards[1100])["step_rubrics"].block  # rewards 1024..1199 share a copy
+    assert shared.scores.base is None and shared.scored.base is None
+    assert len(shared.scores) == sum(len(t.steps) for t in batch[1024:])
+    assert rewards[1100].step_rubrics == RewardEngine("coding").score(batch)[1100].step_rubrics
+
+
 def test_store_round_trip(tmp_path):
     import knowlyr.store as store_mod
 
