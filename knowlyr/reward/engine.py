@@ -112,6 +112,9 @@ class TrajectoryReward:
         step_rewards: ``r_j`` per step (``None`` where no rubric applied).
         rubric_scores: mean score per rubric over the steps where it applied.
         step_rubrics: per step, every rubric's score (``None`` = not applicable / failed).
+            The engine's rewards hold these as rows of numpy arrays until the attribute is
+            first read, which builds the list of dicts and keeps it (``to_dict``, ``to_row``
+            and ``dump_rewards`` read them without keeping the dicts).
         rationales: the judge's rationale per step (``None`` without the judge).
         judge_errors: the judge's error per step (``None`` = fine).
         judge_model: the judge backend (``None`` without the judge layer).
