@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -188,24 +188,14 @@ class TrajectoryReward:
     def to_dict(self) -> dict[str, Any]:
         """The fields as a new dict whose lists and dicts are copies (``dataclasses.asdict``'s
         result; the step rubrics are read without being kept on the reward)."""
-        return {
-            "trajectory_id": self.trajectory_id,
-            "task_id": self.task_id,
-            "agent": self.agent,
-            "model": self.model,
-            "total": self.total,
-            "total_raw": self.total_raw,
-            "step_rewards": list(self.step_rewards),
-            "rubric_scores": dict(self.rubric_scores),
-            "step_rubrics": self._step_rubrics_copy(),
-            "config_hash": self.config_hash,
-            "success": self.success,
-            "rationales": list(self.rationales),
-            "judge_errors": list(self.judge_errors),
-            "judge_model": self.judge_model,
-            "missing_layers": list(self.missing_layers),
-            "process": self.process,
-        }
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "step_rubrics":
+                out[f.name] = self._step_rubrics_copy()
+            else:
+                v = getattr(self, f.name)
+                out[f.name] = v.copy() if isinstance(v, list | dict) else v
+        return out
 
     def _step_rubrics_copy(self) -> list[dict[str, float | None]]:
         value = self.__dict__["step_rubrics"]

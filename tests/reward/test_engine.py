@@ -189,7 +189,10 @@ def test_a_reward_kept_alone_keeps_its_runs_rows_not_the_batchs():
     shared = vars(rewards[1100])["step_rubrics"].block  # rewards 1024..1199 share a copy
     assert shared.scores.base is None and shared.scored.base is None
     assert len(shared.scores) == sum(len(t.steps) for t in batch[1024:])
-    assert rewards[1100].step_rubrics == RewardEngine("coding").score(batch)[1100].step_rubrics
+    # each reward reads its own rows of the shared copy: those of the pair scored alone
+    pair = RewardEngine("coding").score([clean, sloppy])
+    for i in (0, 1, 1022, 1023, 1024, 1025, 1198, 1199):
+        assert rewards[i].step_rubrics == pair[i % 2].step_rubrics, i
 
 
 def test_store_round_trip(tmp_path):
