@@ -307,7 +307,11 @@ def _lists(flat: pl.Series, offsets: np.ndarray) -> pl.Series:
     import polars as pl
     import pyarrow as pa
 
-    arr = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat.to_arrow())
+    from knowlyr._arrow import number_array
+
+    # not pa.array(offsets): its pandas check imports pandas (~40 MB, ~0.2 s) into every
+    # process that scores documents, the workers of score_files included
+    arr = pa.ListArray.from_arrays(number_array(offsets, pa.int32()), flat.to_arrow())
     return pl.Series(arr)
 
 

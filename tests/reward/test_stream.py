@@ -103,13 +103,19 @@ def test_empty_input_and_bad_arguments(tmp_path, monkeypatch):
         RewardsWriter(buf, rewards=[])
 
 
-def test_batches_go_to_the_store(inputs, read, tmp_path):
+def test_batches_go_to_the_store(inputs, read, tmp_path, monkeypatch):
+    from knowlyr.reward import stream
     from knowlyr.store import Store
 
+    monkeypatch.setattr(stream, "SAVE_ROWS", 35)  # a transaction per two batches of 20
     engine = RewardEngine("coding")
     store = Store.open(str(tmp_path / "s"))
     buf = io.BytesIO()  # two processes score the batches: the same bytes, in order
-    res = score_files(inputs, engine, buf, store=store, batch_size=30, workers=2)
+    res = score_files(inputs, engine, buf, store=store, batch_size=20, workers=2)
+    batches = -(-len(read[0]) // 20)
+    assert batches >= 3  # at least one transaction of two batches, and the rest
+    appends = [h for h in store.history("rewards") if h["operation"] != "CREATE TABLE"]
+    assert len(appends) == -(-batches // 2)
     assert buf.getvalue() == dump_rewards(
         [
             TrajectoryReward.from_row(r)
@@ -140,7 +146,9 @@ from knowlyr.reward.stream import score_files
 
 def main():
     with open(sys.argv[2], "wb") as f:
-        score_files([sys.argv[1]], RewardEngine("coding"), f, batch_size=100, workers=2)
+        score_files([sys.argv[1]], RewardEngine("coding"), f, batch_size=100,
+                    workers=int(sys.argv[3]))
+    print("pandas imported:", "pandas" in sys.modules)
 """
 
 
@@ -161,17 +169,20 @@ def test_worker_processes_and_a_script_without_a_main_block(tmp_path):
     src.write_bytes(b"".join(t.to_json() + b"\n" for t in trajs))
     want = io.BytesIO()
     score_files([src], RewardEngine("coding"), want, batch_size=100, workers=1)
-    for guarded in (True, False):
+    # pyarrow's pa.array imports pandas (~40 MB, ~0.2 s a process) to ask whether its input
+    # is a pandas object: scoring never needs it, in this process or in a worker
+    for guarded, workers in ((True, 2), (True, 1), (False, 2)):
         script = tmp_path / "score.py"
         script.write_text(
             _SCRIPT + ('if __name__ == "__main__":\n    main()\n' if guarded else "main()\n")
         )
         out = tmp_path / "rewards.json"
-        p = subprocess.run([sys.executable, str(script), str(src), str(out)], capture_output=True,
-                           text=True, timeout=300, cwd=tmp_path)  # fmt: skip
-        if guarded:  # four batches over two spawned workers: the bytes of one process
+        p = subprocess.run([sys.executable, str(script), str(src), str(out), str(workers)],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+        if guarded:  # four batches over two spawned workers, or here: the bytes of one process
             assert p.returncode == 0, p.stderr
             assert out.read_bytes() == want.getvalue()
+            assert "pandas imported: False" in p.stdout
         else:
             assert p.returncode != 0
             assert "RewardError: a scoring worker process died" in p.stderr
