@@ -32,6 +32,7 @@ def summarize(stage: Any, rounds: list[dict[tuple[str, str], Any]], n: int) -> d
             "values": [stage.show(r) for r in rs],
             "wall_s": [r.wall for r in rs],
             "rss_mb": [r.rss_mb for r in rs],
+            "tree_mb": [r.tree_mb for r in rs],
             "cpu_s": [r.cpu for r in rs],
             "load": [r.load for r in rs],
             "steps": rs[0].out.get("steps"),
@@ -58,9 +59,9 @@ def render(rows: list[dict[str, Any]], header: list[str]) -> str:
         "| stage | n | original: median (min–max) | ours: median (min–max) "
         "| ours ÷ original, per round | median | budget "
         "| process wall s, original / ours | peak RSS MB, original / ours "
-        "| CPU s, original / ours |"
+        "| all processes, peak PSS MB, original / ours | CPU s, original / ours |"
     )
-    lines.append("|---|--:|--:|--:|---|--:|--:|--:|--:|--:|")
+    lines.append("|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|")
     for s in rows:
         o, u, unit = s["original"], s["ours"], s["unit"]
         per_round = ", ".join(f"{x:.2f}" for x in s["ratios"])
@@ -72,7 +73,8 @@ def render(rows: list[dict[str, Any]], header: list[str]) -> str:
             f"| {_spread(u['values'], unit)} | {per_round} | **{s['ratio']:.2f}×**{verdict} "
             f"| {budget} | {statistics.median(o['wall_s']):.1f} / "
             f"{statistics.median(u['wall_s']):.1f} | {statistics.median(o['rss_mb']):,.0f} / "
-            f"{statistics.median(u['rss_mb']):,.0f} | {statistics.median(o['cpu_s']):.2f} / "
+            f"{statistics.median(u['rss_mb']):,.0f} | {statistics.median(o['tree_mb']):,.0f} / "
+            f"{statistics.median(u['tree_mb']):,.0f} | {statistics.median(o['cpu_s']):.2f} / "
             f"{statistics.median(u['cpu_s']):.2f} |"
         )
     lines.append("")
@@ -94,8 +96,9 @@ def render(rows: list[dict[str, Any]], header: list[str]) -> str:
         "Ratios: ours ÷ original for rates; original ÷ ours for times per step, seconds and "
         "bytes, so above 1 is always better for ours. Process wall s is the whole job, start to "
         "exit (the rates of in-process stages time only their part). Peak RSS is the job's "
-        "largest process "
-        "(ours with 2 workers: each worker has its own); CPU s counts the job's process and its "
-        "workers, imports included. Each cell is a separate process."
+        "largest process (ours with 2 workers: each worker has its own); all processes is the "
+        "peak of the job's PSS summed over its process and workers (shared pages counted once; "
+        "sampled every 0.1 s, so a shorter spike can be missed). CPU s counts the job's process "
+        "and its workers, imports included. Each cell is a separate process."
     )
     return "\n".join(lines)

@@ -112,22 +112,78 @@ class Sides:
 
 @dataclass
 class Result:
-    """One job: the whole process (wall, CPU of it and its reaped workers, largest RSS) and
-    what it printed."""
+    """One job: the whole process (wall, CPU of it and its reaped workers, largest RSS, peak
+    PSS of all its processes together) and what it printed."""
 
     wall: float
     cpu: float
     rss_mb: float
     out: dict[str, Any]
     load: float
+    tree_mb: float = 0.0
 
 
-def _wait4(argv: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[bytes, bytes, int, Any]:
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from ``/proc/PID/task/TID/children``)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+            except OSError:
+                pass
+    return out
+
+
+def _pss_kb(pid: int) -> int:
+    """The process's proportional set size (shared pages divided among their processes)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class _TreeMemory:
+    """Samples the PSS summed over a process and its descendants every 0.1 s (the memory the
+    whole job holds, its workers included, shared pages counted once); ``peak_mb``."""
+
+    def __init__(self, pid: int):
+        import threading
+
+        self.pid, self.peak_kb, self._stop = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            self.peak_kb = max(self.peak_kb, sum(map(_pss_kb, _tree(self.pid))))
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.peak_kb / 1024
+
+
+def _wait4(
+    argv: list[str], *, cwd: Path, env: dict[str, str]
+) -> tuple[bytes, bytes, int, Any, float]:
     """Run ``argv``, read both pipes, reap it with ``os.wait4``: (stdout, stderr, exit code,
-    rusage of it and the workers it waited for)."""
+    rusage of it and the workers it waited for, peak PSS of the process tree in MB)."""
     import selectors
 
     p = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    tree = _TreeMemory(p.pid)
     bufs: dict[int, list[bytes]] = {p.stdout.fileno(): [], p.stderr.fileno(): []}
     sel = selectors.DefaultSelector()
     for f in (p.stdout, p.stderr):
@@ -142,9 +198,10 @@ def _wait4(argv: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[bytes, b
     out, err = b"".join(bufs[p.stdout.fileno()]), b"".join(bufs[p.stderr.fileno()])
     p.stdout.close()
     p.stderr.close()
+    tree_mb = tree.stop()  # before the reaping: a reaped pid could be another process's
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = code = os.waitstatus_to_exitcode(status)
-    return out, err, code, ru
+    return out, err, code, ru, tree_mb
 
 
 def run_job(argv: list[str], *, cwd: Path) -> Result:
@@ -153,7 +210,7 @@ def run_job(argv: list[str], *, cwd: Path) -> Result:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("VIRTUAL_ENV", None)
     t0 = time.perf_counter()
-    out, err, code, ru = _wait4(argv, cwd=cwd, env=env)
+    out, err, code, ru, tree_mb = _wait4(argv, cwd=cwd, env=env)
     wall = time.perf_counter() - t0
     text = out.decode(errors="replace")
     if code != 0:
@@ -166,7 +223,7 @@ def run_job(argv: list[str], *, cwd: Path) -> Result:
         except (json.JSONDecodeError, IndexError):
             raise SystemExit(f"{' '.join(argv)} printed no result line:\n{text[-2000:]}") from None
     parsed["stdout"] = text[-2000:]
-    return Result(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, parsed, load)
+    return Result(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, parsed, load, tree_mb)
 
 
 # -- the workload, prepared once per size (cached under --work) --------------------------------
