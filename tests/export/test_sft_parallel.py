@@ -84,7 +84,7 @@ def test_the_first_bad_line_is_named_and_nothing_is_written(tmp_path, jsonl_file
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
 
 
-def test_a_store_read_by_two_processes_gives_the_same_folder(tmp_path):
+def test_a_store_read_by_two_processes_gives_the_same_folder(tmp_path, monkeypatch):
     """The store's runs are forked only from a process without polars (this one has it, so
     it reads alone): the command line, run as its own process, reads a two-file table with
     two processes."""
@@ -107,3 +107,15 @@ def test_a_store_read_by_two_processes_gives_the_same_folder(tmp_path):
     assert f"{one.card.rows} rows from 60 trajectories" in r.stdout
     for name in _FILES:
         assert (tmp_path / "w2" / name).read_bytes() == (tmp_path / "w1" / name).read_bytes()
+    # a run is read a slice of STORE_ROWS rows at a time: slices across the two files, and
+    # runs that start inside a slice, give the same documents in the same order
+    from knowlyr.export import sft_parallel
+
+    whole = list(sft_parallel.store_documents(store.url))
+    monkeypatch.setattr(sft_parallel, "STORE_ROWS", 7)
+    assert [d for i in range(3) for d in sft_parallel._store_run(store.url, i, 3)[0]] == whole
+    assert [d["id"] for d in whole] == [r["id"] for r in store.read("trajectories").to_dicts()]
+    sliced = save_sft_store(store.url, tmp_path / "w3", workers=2, only_success=False)
+    assert sliced.card.rows == one.card.rows
+    for name in _FILES:
+        assert (tmp_path / "w3" / name).read_bytes() == (tmp_path / "w1" / name).read_bytes()
