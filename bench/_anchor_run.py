@@ -34,6 +34,8 @@ Jobs (``ARGS`` in brackets):
 * ``export-store`` [STORE OUT]: the whole process is the measurement. Original: its rows read
   back from SQLite, mapped to hub trajectories and exported by ``DatasetExporter.export_sft``
   (ours is the ``knowlyr export sft --store`` CLI, run by the harness directly).
+* ``model-memory`` [TRAJ_JSONL N]: KB per trajectory held as the side's models (and, for the
+  original, as its reward engine's dicts), by tracemalloc; nothing timed.
 * ``prep-convert`` [OUT DIR...]: conversion for the other stages' inputs (streamed);
   ``prep-store`` [TRAJ_JSONL N STORE]: the store ``export-store`` reads.
 """
@@ -135,6 +137,57 @@ def hub_row(d: dict) -> dict:
     }
 
 
+def _engine_dict(t) -> dict:
+    """What the original's ``Pipeline._score_trajectory`` hands its reward engine."""
+    return {
+        "task": t.task.description,
+        "steps": [
+            {
+                "tool": s.tool_call.name,
+                "params": s.tool_call.parameters,
+                "output": s.tool_result.output if s.tool_result else "",
+            }
+            for s in t.steps
+        ],
+        "outcome": {
+            "success": t.outcome.success,
+            "tests_passed": t.outcome.tests_passed,
+            "tests_total": t.outcome.tests_passed + t.outcome.tests_failed,
+        },
+    }
+
+
+def model_memory(side: str, args: list[str]) -> dict:
+    """``model-memory`` [TRAJ_JSONL N]: what N trajectories held in memory take (tracemalloc,
+    KB per trajectory, the lines not counted): as the side's trajectory models, and for the
+    original also as the dicts its reward engine takes (built from those models)."""
+    import gc
+    import tracemalloc
+
+    lines = _lines(args[0], int(args[1]))
+    if side == "original":
+        from agentrecorder.schema import Trajectory
+
+        load = Trajectory.model_validate_json
+    else:
+        from knowlyr.trajectory import Trajectory
+
+        load = Trajectory.from_json
+    load(lines[0])  # imports, validators built
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    models = [load(line) for line in lines]
+    held = tracemalloc.get_traced_memory()[0]
+    out = {"trajectories": len(models), "model_kb": (held - base) / len(models) / 1024}
+    if side == "original":
+        dicts = [_engine_dict(t) for t in models]
+        del models
+        gc.collect()
+        out["engine_input_kb"] = (tracemalloc.get_traced_memory()[0] - base) / len(dicts) / 1024
+    return out
+
+
 def original(job: str, args: list[str]) -> dict:
     if job == "convert":
         from agentrecorder.adapters.openhands import OpenHandsAdapter
@@ -177,28 +230,7 @@ def original(job: str, args: list[str]) -> dict:
 
         n = int(args[1])
         t0 = time.perf_counter()
-        dicts = []
-        for line in _lines(args[0], n):  # what Pipeline._score_trajectory hands the engine
-            t = Trajectory.model_validate_json(line)
-            dicts.append(
-                {
-                    "task": t.task.description,
-                    "steps": [
-                        {
-                            "tool": s.tool_call.name,
-                            "params": s.tool_call.parameters,
-                            "output": s.tool_result.output if s.tool_result else "",
-                        }
-                        for s in t.steps
-                    ],
-                    "outcome": {
-                        "success": t.outcome.success,
-                        "tests_passed": t.outcome.tests_passed,
-                        "tests_total": t.outcome.tests_passed + t.outcome.tests_failed,
-                    },
-                }
-            )
-        del t
+        dicts = [_engine_dict(Trajectory.model_validate_json(line)) for line in _lines(args[0], n)]
         t1 = time.perf_counter()
         loaded = _rss_mb()
         profile = get_domain_profile("coding")
@@ -417,7 +449,10 @@ def main(argv: list[str]) -> None:
     if len(argv) < 2 or argv[0] not in ("original", "ours"):
         raise SystemExit("usage: _anchor_run.py original|ours JOB [ARGS...]")
     side, job, args = argv[0], argv[1], argv[2:]
-    result = original(job, args) if side == "original" else ours(job, args)
+    if job == "model-memory":
+        result = model_memory(side, args)
+    else:
+        result = original(job, args) if side == "original" else ours(job, args)
     result["process_s"] = time.perf_counter() - _T0
     print(json.dumps(result), flush=True)
 

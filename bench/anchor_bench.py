@@ -694,6 +694,17 @@ def main(argv: list[str] | None = None) -> None:
             f"ours {held[1]:,.0f} MB; above that at the job's peak (the engine, its rewards, the "
             f"rules pass), original {above[0]:,.0f} MB, ours {above[1]:,.0f} MB (medians)."
         )
+        k = min(2000, sizes["reward_n"])
+        mem = {
+            side: run_job(sides.runner(side, "model-memory", src, k), cwd=data.root).out
+            for side, src in (("original", data.original_all), ("ours", data.ours_all))
+        }
+        text += (
+            f"\nA trajectory held in memory (tracemalloc over the first {k:,}): as the "
+            f"original's model {mem['original']['model_kb']:.1f} KB, as ours "
+            f"{mem['ours']['model_kb']:.1f} KB; as the dicts the original's engine takes "
+            f"{mem['original']['engine_input_kb']:.1f} KB."
+        )
     if "store-bytes" in names:
         whole = [r[("ours", "store")].out["store_bytes"] / sizes["store_n"] for r in rounds]
         text += (
