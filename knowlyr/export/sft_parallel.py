@@ -261,23 +261,15 @@ def _store_run(url: str, i: int, n: int) -> tuple[Iterable[dict[str, Any]], int 
     version = store.version("trajectories")
     total = store.count("trajectories", version=version)
     lo, hi = total * i // n, total * (i + 1) // n
-    frame = store.scan("trajectories", version=version).select("data")
-    return _stored_documents(frame, lo, hi), version
+    return _stored_documents(store, version, lo, hi), version
 
 
-#: Rows of the store's table a run decodes at once. A polars batch iterator over the whole
-#: run decodes far ahead of its reader (~190 MB before the first of 10,000 20-step
-#: trajectories, ~300 MB at its peak); a slice at a time peaks at ~200 MB.
-STORE_ROWS = 1_000
-
-
-def _stored_documents(frame: Any, lo: int, hi: int) -> Iterator[dict[str, Any]]:
-    """The documents of rows ``[lo, hi)`` of ``frame`` (the table's ``data``), in order."""
+def _stored_documents(store: Any, version: int, lo: int, hi: int) -> Iterator[dict[str, Any]]:
+    """The documents of rows ``[lo, hi)`` of the store's table at ``version``, in order."""
     import orjson
 
-    for start in range(lo, hi, STORE_ROWS):
-        chunk = frame.slice(start, min(STORE_ROWS, hi - start)).collect()
-        yield from map(orjson.loads, chunk.get_column("data").to_list())
+    for datas in store.iter_data(version=version, rows=(lo, hi)):
+        yield from map(orjson.loads, datas)
 
 
 def _save_parallel(sources: list[Source], path: Path, kw: dict[str, Any]) -> SavedExport | None:

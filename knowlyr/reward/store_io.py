@@ -178,7 +178,7 @@ def score_unscored(
     return out
 
 
-#: Trajectories decoded and scored at once when the rule layer scores stored documents (1,024
+#: Trajectories scored at once (at least) when the rule layer scores stored documents (1,024
 #: 20-step ones: ~40 MB of documents; larger batches cost memory and gain no speed here).
 SCORE_BATCH = 1024
 
@@ -189,8 +189,10 @@ def _score_and_save(
     """Score the trajectories ``todo`` names (``id``, ``task_id``, ``n_steps``, ``success``)
     at ``version`` and save the rewards in one transaction.
 
-    The rule layer reads the stored JSON documents :data:`SCORE_BATCH` at a time, no model
-    built (memory: one batch of documents, and the new rows: ~7 KB per 20-step trajectory),
+    The rule layer reads the stored JSON documents a slice of the table at a time
+    (:meth:`~knowlyr.store.Store.iter_data`) and scores :data:`SCORE_BATCH` or more at once,
+    no model built (memory: one batch of documents, and the new rows: ~7 KB per 20-step
+    trajectory),
     efficiency's batch medians taken over all of ``todo``, so the numbers are those of one
     batch. The judge layer and an outcome calibration read models:
     those run on one batch of models, with the cyclic GC on for a judge (it waits on the
@@ -208,14 +210,19 @@ def _score_and_save(
             rows = rewards_frame(engine.score(store.read_trajectories(version=version, ids=ids)))
         return engine.save(store, rows), rows
     population = todo.select(task="task_id", n_steps="n_steps", success="success")
-    lf = store.scan("trajectories", version=version).filter(pl.col("id").is_in(ids))
-    parts = []
-    for chunk in lf.select("data").collect_batches(chunk_size=SCORE_BATCH):
+    parts, docs = [], []
+    for datas in store.iter_data(version=version, filter=pl.col("id").is_in(ids)):
         with paused():
-            docs = [orjson.loads(d) for d in chunk.get_column("data").to_list()]
+            docs += map(orjson.loads, datas)
+            del datas
+            if len(docs) >= SCORE_BATCH:
+                parts.append(engine.score_documents(docs, population=population))
+                docs = []
+    if docs or not parts:
+        with paused():
             parts.append(engine.score_documents(docs, population=population))
-        del docs
-    rows = pl.concat(parts, rechunk=False) if parts else engine.score_documents([])
+    del docs
+    rows = pl.concat(parts, rechunk=False)
     return engine.save(store, rows), rows
 
 

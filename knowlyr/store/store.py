@@ -68,6 +68,10 @@ _TABLE_SCHEMES = frozenset(
     {"file", "s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "azure", "hdfs", "lakefs"}
 )
 _DECODE = 256  # trajectories decoded at once by iter_trajectories
+#: Rows of the trajectories table :meth:`Store.iter_data` reads at once. A polars batch
+#: iterator over a scan decodes far ahead of its reader (over 20,000 20-step trajectories it
+#: peaks higher than collecting them all), so the table is read a slice at a time.
+READ_ROWS = 1_000
 
 
 def _fsspec_knows(protocol: str) -> bool:
@@ -392,27 +396,66 @@ class Store(DeltaTables):
         version: int | None = None,
         ids: Iterable[str] | None = None,
         filter: pl.Expr | None = None,
-        batch_size: int = 2000,
+        batch_size: int | None = None,
     ) -> Iterator[Trajectory]:
         """Trajectories at ``version``, optionally restricted to ``ids`` and a polars filter
-        on the query columns (``pl.col("success")``, ``pl.col("task_id") == "t1"``...)."""
+        on the query columns (``pl.col("success")``, ``pl.col("task_id") == "t1"``...);
+        ``batch_size``: rows of the table read at once (None: :data:`READ_ROWS`)."""
         import polars as pl
 
-        lf = self.scan("trajectories", version=version)
-        if ids is not None:
-            lf = lf.filter(pl.col("id").is_in(list(ids)))
+        where = None if ids is None else pl.col("id").is_in(list(ids))
         if filter is not None:
-            lf = lf.filter(filter)
-        # streamed: memory stays at one batch of JSON however large the table is; they are
+            where = filter if where is None else where & filter
+        # streamed: memory stays at one slice of JSON however large the table is; they are
         # decoded _DECODE at a time with the cyclic GC paused (~6x cheaper when the caller
         # keeps them all, see knowlyr._gc)
         validate = Trajectory.model_validate_json
-        for chunk in lf.select("data").collect_batches(chunk_size=batch_size):
-            datas = chunk["data"].to_list()
+        for datas in self.iter_data(version=version, filter=where, slice_rows=batch_size):
             for i in range(0, len(datas), _DECODE):
                 with paused():
                     trajs = [validate(data) for data in datas[i : i + _DECODE]]
                 yield from trajs
+
+    def iter_data(
+        self,
+        *,
+        version: int | None = None,
+        filter: pl.Expr | None = None,
+        rows: tuple[int, int] | None = None,
+        slice_rows: int | None = None,
+    ) -> Iterator[list[str]]:
+        """The trajectories' JSON documents (the ``data`` column) at ``version``, in table
+        order, as lists: rows ``rows`` (``(start, stop)``; None: all) that ``filter`` keeps,
+        read ``slice_rows`` rows at a time (None: :data:`READ_ROWS`; memory: one slice,
+        whatever the table's size).
+        With a filter, the query columns are read first and only the slices holding a match
+        are read again with their ``data``."""
+        import polars as pl
+
+        v = self.version("trajectories") if version is None else version
+        if v is None:
+            return
+        lf = self.scan("trajectories", version=v)
+        lo, hi = rows if rows is not None else (0, self.count("trajectories", version=v))
+        slice_rows = READ_ROWS if slice_rows is None else slice_rows
+        if slice_rows < 1:
+            raise ConfigError(f"slice_rows must be positive, got {slice_rows}")
+        starts: Iterable[int] = range(lo, hi, slice_rows)
+        if filter is not None:
+            at = (
+                lf.slice(lo, hi - lo)
+                .with_row_index("_row", offset=lo)
+                .filter(filter)
+                .select((pl.col("_row") - lo) // slice_rows * slice_rows + lo)
+                .unique(maintain_order=True)
+                .collect()
+            )
+            starts = at.to_series().to_list()
+        for start in starts:
+            part = lf.slice(start, min(slice_rows, hi - start))
+            if filter is not None:
+                part = part.filter(filter)
+            yield part.select("data").collect().get_column("data").to_list()
 
     def read_trajectories(
         self,

@@ -107,12 +107,13 @@ def test_a_store_read_by_two_processes_gives_the_same_folder(tmp_path, monkeypat
     assert f"{one.card.rows} rows from 60 trajectories" in r.stdout
     for name in _FILES:
         assert (tmp_path / "w2" / name).read_bytes() == (tmp_path / "w1" / name).read_bytes()
-    # a run is read a slice of STORE_ROWS rows at a time: slices across the two files, and
+    # a run is read a slice of READ_ROWS rows at a time: slices across the two files, and
     # runs that start inside a slice, give the same documents in the same order
     from knowlyr.export import sft_parallel
+    from knowlyr.store import store as store_module
 
     whole = list(sft_parallel.store_documents(store.url))
-    monkeypatch.setattr(sft_parallel, "STORE_ROWS", 7)
+    monkeypatch.setattr(store_module, "READ_ROWS", 7)
     assert [d for i in range(3) for d in sft_parallel._store_run(store.url, i, 3)[0]] == whole
     assert [d["id"] for d in whole] == [r["id"] for r in store.read("trajectories").to_dicts()]
     sliced = save_sft_store(store.url, tmp_path / "w3", workers=2, only_success=False)

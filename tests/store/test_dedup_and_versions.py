@@ -87,6 +87,30 @@ def test_filters_on_query_columns(store: Store) -> None:
     assert {t.id for t in store.iter_trajectories(ids=some)} == set(some)
 
 
+def test_iter_data_reads_slices_in_table_order(store: Store) -> None:
+    store.add_trajectories([make_traj(i) for i in range(13)])
+    store.add_trajectories([make_traj(i) for i in range(13, 30)])  # a second file
+    table = store.read("trajectories")
+    data = table["data"].to_list()
+    for k in (1, 4, 7, 30, 1000):  # slices across the files' boundary, one slice, a partial one
+        slices = list(store.iter_data(slice_rows=k))
+        assert [len(s) for s in slices] == [min(k, 30 - a) for a in range(0, 30, k)]
+        assert [d for s in slices for d in s] == data
+        assert [d for s in store.iter_data(rows=(5, 22), slice_rows=k) for d in s] == data[5:22]
+    won = table.filter(pl.col("success"))["data"].to_list()
+    assert [d for s in store.iter_data(filter=pl.col("success"), slice_rows=4) for d in s] == won
+    some = [make_traj(i).id for i in (2, 3, 25)]  # matches in two of eight slices: two reads
+    got = list(store.iter_data(filter=pl.col("id").is_in(some), slice_rows=4, rows=(1, 30)))
+    assert len(got) == 2
+    assert [d for s in got for d in s] == table.filter(pl.col("id").is_in(some))["data"].to_list()
+    assert [t.id for t in store.iter_trajectories(ids=some, batch_size=3)] == [
+        i for i in table["id"].to_list() if i in some
+    ]
+    assert list(store.iter_data(filter=pl.col("id").is_in([]))) == []
+    with pytest.raises(ConfigError, match="slice_rows"):
+        next(store.iter_data(slice_rows=0))
+
+
 def test_generic_append_dedups_on_declared_key_and_updates_on_request(store: Store) -> None:
     rows = [
         {"trajectory_id": "t1", "config_hash": "c1", "total": 0.5, "per_step": [0.1, 0.4]},
