@@ -432,14 +432,16 @@ class Store(DeltaTables):
         are read again with their ``data``."""
         import polars as pl
 
+        slice_rows = READ_ROWS if slice_rows is None else slice_rows
+        if slice_rows < 1:
+            raise ConfigError(f"slice_rows must be positive, got {slice_rows}")
+        if rows is not None and not 0 <= rows[0] <= rows[1]:
+            raise ConfigError(f"rows must be (start, stop) with 0 <= start <= stop, got {rows}")
         v = self.version("trajectories") if version is None else version
         if v is None:
             return
         lf = self.scan("trajectories", version=v)
         lo, hi = rows if rows is not None else (0, self.count("trajectories", version=v))
-        slice_rows = READ_ROWS if slice_rows is None else slice_rows
-        if slice_rows < 1:
-            raise ConfigError(f"slice_rows must be positive, got {slice_rows}")
         starts: Iterable[int] = range(lo, hi, slice_rows)
         if filter is not None:
             at = (

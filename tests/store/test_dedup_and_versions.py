@@ -87,7 +87,7 @@ def test_filters_on_query_columns(store: Store) -> None:
     assert {t.id for t in store.iter_trajectories(ids=some)} == set(some)
 
 
-def test_iter_data_reads_slices_in_table_order(store: Store) -> None:
+def test_iter_data_reads_slices_in_table_order(store: Store, tmp_path) -> None:
     store.add_trajectories([make_traj(i) for i in range(13)])
     store.add_trajectories([make_traj(i) for i in range(13, 30)])  # a second file
     table = store.read("trajectories")
@@ -109,6 +109,11 @@ def test_iter_data_reads_slices_in_table_order(store: Store) -> None:
     assert list(store.iter_data(filter=pl.col("id").is_in([]))) == []
     with pytest.raises(ConfigError, match="slice_rows"):
         next(store.iter_data(slice_rows=0))
+    for bad in ((-1, 5), (6, 5)):
+        with pytest.raises(ConfigError, match=r"rows must be \(start, stop\)"):
+            next(store.iter_data(rows=bad))
+    with pytest.raises(ConfigError, match="slice_rows"):  # before the table is looked at
+        next(Store.open(str(tmp_path / "empty")).iter_data(slice_rows=0))
 
 
 def test_generic_append_dedups_on_declared_key_and_updates_on_request(store: Store) -> None:
