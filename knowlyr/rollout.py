@@ -16,7 +16,8 @@ rollouts. A model API call that failed for good (:class:`~knowlyr.agents.api.Mod
 after the agent's retries) is recorded as one more step, an ``invalid_action`` whose
 observation is the error, before the episode ends that way.
 
-Agents get the env's tool schemas (its ``tool_schemas()``) in the reset ``info["tools"]``.
+Agents get the env's tool schemas (its ``tool_schemas()``) in the reset ``info["tools"]`` and
+the episode's seed in ``info["seed"]``.
 An agent that sets ``last_usage`` (a :class:`~knowlyr.trajectory.Usage`) in ``act`` has it
 stored as that step's ``usage``, and an action's ``call_id`` is kept on its ``ToolCall``.
 
@@ -102,7 +103,7 @@ def run_episode(
     except Exception as e:  # a bad rollout is data
         return _failed(env, agent, task, e)
     try:
-        agent.reset(_reset_info(env, ts))
+        agent.reset(_reset_info(env, ts, seed))
         while not ts.done:
             action: Action = agent.act(ts.observation, ts.info)
             ts = env.step(action)
@@ -119,12 +120,16 @@ def run_episode(
     return traj
 
 
-def _reset_info(env: AgentEnv, ts: TimeStep) -> dict[str, Any]:
-    """The reset info for the agent, with the env's tool schemas under ``"tools"``."""
+def _reset_info(env: AgentEnv, ts: TimeStep, seed: int | None) -> dict[str, Any]:
+    """The reset info for the agent: the env's, with its tool schemas under ``"tools"`` and
+    the episode's seed under ``"seed"`` (what a sampling agent derives its draws from)."""
+    info = dict(ts.info)
     schemas = getattr(env.unwrapped, "tool_schemas", None)
-    if "tools" in ts.info or not callable(schemas):
-        return ts.info
-    return {**ts.info, "tools": schemas()}
+    if "tools" not in info and callable(schemas):
+        info["tools"] = schemas()
+    if seed is not None:
+        info.setdefault("seed", seed)
+    return info
 
 
 def _annotate_step(env: RecorderWrapper, agent: Agent, action: Action) -> None:

@@ -17,20 +17,20 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 from knowlyr._progress import quiet_progress
-from knowlyr._threads import one_thread, small_cpu_model
 from knowlyr.agents.action_format import (
     INVALID_ACTION_TOOL,
     action_to_message,
     parse_action_text,
 )
 from knowlyr.agents.base import Agent
+from knowlyr.agents.batching import BatchedGenerator, resolve_device
 from knowlyr.core.env import Action
 from knowlyr.errors import ConfigError
 
@@ -41,6 +41,8 @@ __all__ = ["MARKER_FILE", "MODEL_LOAD_LOCK", "AgentInference", "ModelAgent", "lo
 #: two collection shards loading one checkpoint at once left one with garbage weights and the
 #: process's default device stuck on ``meta``. Every knowlyr model load holds this lock.
 MODEL_LOAD_LOCK = threading.RLock()
+
+_log = logging.getLogger("knowlyr.agents")
 
 #: Written next to a checkpoint by :func:`knowlyr.train.models.save_model`: how to reload the
 #: tokenizer, and the tool schemas and system prompt the model was trained with.
@@ -70,13 +72,12 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Any:
     return AutoTokenizer.from_pretrained(str(path))
 
 
-#: Sampling seeds the global torch RNG right before ``generate``; this keeps that pair atomic
-#: across threads, so a sampled episode depends only on its seed.
-_SAMPLING_LOCK = threading.Lock()
-
-
 class AgentInference:
     """Turn-by-turn generation with a local causal LM: greedy, or sampled with a seed.
+
+    Every turn goes through one :class:`~knowlyr.agents.batching.BatchedGenerator`, so the
+    agents it creates can run in concurrent episodes (``collect(..., concurrency=32)``) and
+    their turns are decoded as one batch; a turn's output does not depend on its batch.
 
     Args:
         model: a ``transformers`` causal LM.
@@ -87,6 +88,7 @@ class AgentInference:
         temperature: 0 decodes greedily; above 0 samples at this temperature (what collection
             with k attempts per task needs: the attempts differ).
         top_p: nucleus sampling mass when sampling.
+        max_batch: most turns decoded together.
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class AgentInference:
         max_new_tokens: int = 256,
         temperature: float = 0.0,
         top_p: float = 1.0,
+        max_batch: int = 32,
     ):
         if max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be positive, got {max_new_tokens}")
@@ -109,7 +112,6 @@ class AgentInference:
         self.temperature = temperature
         self.top_p = top_p
         self.model = model
-        self._small = small_cpu_model(model)
         self.tokenizer = tokenizer
         self.tools = tools
         self.system_prompt = system_prompt
@@ -121,6 +123,9 @@ class AgentInference:
             eos.append(end)  # chat models end a turn with <|im_end|>
         self._eos = [t for t in eos if t is not None]
         self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self._eos[0]
+        self.batcher = BatchedGenerator(
+            model, eos_token_ids=self._eos, pad_token_id=self._pad, max_batch=max_batch
+        )
 
     @classmethod
     def from_pretrained(
@@ -128,12 +133,17 @@ class AgentInference:
         path: str | os.PathLike[str],
         *,
         max_new_tokens: int = 256,
-        device: str | None = None,
+        device: str | None = "auto",
         dtype: Any = None,
         temperature: float = 0.0,
         top_p: float = 1.0,
+        max_batch: int = 32,
     ) -> AgentInference:
-        """Load a checkpoint folder; its tools and system prompt come from :data:`MARKER_FILE`."""
+        """Load a checkpoint folder; its tools and system prompt come from :data:`MARKER_FILE`.
+
+        ``device="auto"`` puts the model on the GPU when torch sees one (the choice is logged
+        to ``knowlyr.agents``); ``"cpu"`` or ``"cuda:1"`` choose one.
+        """
         path = Path(path)
         if not (path / "config.json").is_file():
             raise ConfigError(
@@ -147,8 +157,10 @@ class AgentInference:
             from transformers import AutoModelForCausalLM
 
             model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
-        if device is not None:
-            model.to(device)
+        where = resolve_device(device)
+        if where != "cpu":
+            model.to(where)
+        _log.info("acting with %s on %s", path, where)
         marker = read_marker(path)
         return cls(
             model,
@@ -158,7 +170,12 @@ class AgentInference:
             max_new_tokens=max_new_tokens,
             temperature=temperature,
             top_p=top_p,
+            max_batch=max_batch,
         )
+
+    def close(self) -> None:
+        """Stop the generation thread (the agents it created can no longer act)."""
+        self.batcher.close()
 
     def generate(
         self,
@@ -169,39 +186,24 @@ class AgentInference:
     ) -> str:
         """The model's next assistant turn for ``messages``, decoded with special tokens.
 
-        Greedy when ``temperature`` is 0; otherwise sampled, with the torch RNG seeded from
-        ``seed`` (default 0) right before generating, so a turn is reproducible.
+        Greedy when ``temperature`` is 0; otherwise sampled from a generator seeded with
+        ``seed`` (default 0), so a turn is reproducible whatever it is batched with.
         """
-        import torch
-
-        enc = self.tokenizer.apply_chat_template(
+        ids = self.tokenizer.apply_chat_template(
             messages,
             tools=tools if tools is not None else self.tools,
             add_generation_prompt=True,
+            tokenize=True,
             return_dict=True,
-            return_tensors="pt",
-        )
-        enc = {k: v.to(self.model.device) for k, v in enc.items()}
-        kwargs: dict[str, Any] = {"do_sample": False}
-        if self.temperature > 0:
-            kwargs = {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
-        with torch.inference_mode(), one_thread() if self._small else nullcontext():
-            if self.temperature > 0:
-                with _SAMPLING_LOCK:
-                    torch.manual_seed(seed or 0)
-                    out = self._generate(enc, kwargs)
-            else:
-                out = self._generate(enc, kwargs)
-        return self.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=False)
-
-    def _generate(self, enc: dict[str, Any], kwargs: dict[str, Any]) -> Any:
-        return self.model.generate(
-            **enc,
+        )["input_ids"]
+        out = self.batcher.generate(
+            ids,
             max_new_tokens=self.max_new_tokens,
-            eos_token_id=self._eos,
-            pad_token_id=self._pad,
-            **kwargs,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            seed=seed or 0,
         )
+        return self.tokenizer.decode(out, skip_special_tokens=False)
 
     def create_agent(
         self,
@@ -220,9 +222,11 @@ class AgentInference:
             text_tool: tool that plain-text answers are sent to (see
                 :func:`~knowlyr.agents.action_format.parse_action_text`).
             name: the agent's name on trajectories.
-            seed: when sampling, turn ``t`` of the agent's ``e``-th episode is sampled with a
-                seed derived from (``seed``, ``e``, ``t``): episodes are reproducible and
-                repeated attempts at one task differ.
+            seed: when sampling, turn ``t`` of an episode is sampled with a seed derived
+                from (``seed``, the episode's seed, ``t``): the episode seed is the one
+                :func:`~knowlyr.rollout.collect` resets it with (``info["seed"]``), else the
+                agent's episode count. Episodes are reproducible at any concurrency, and
+                repeated attempts at one task (other episode seeds) differ.
         """
         return ModelAgent(
             self,
@@ -250,6 +254,7 @@ class ModelAgent(Agent):
         self.inference = inference
         self.seed = seed
         self._episode = -1
+        self._episode_seed = 0
         self.system_prompt = system_prompt
         self.tools = tools
         self.text_tool = text_tool
@@ -264,6 +269,8 @@ class ModelAgent(Agent):
 
     def reset(self, info: dict[str, Any] | None = None) -> None:
         self._episode += 1
+        given = (info or {}).get("seed")
+        self._episode_seed = int(given) if given is not None else self._episode
         self.messages = []
         self.last_text = ""
         self._last_tool = None
@@ -283,7 +290,9 @@ class ModelAgent(Agent):
             self.messages.append(
                 {"role": "tool", "name": self._last_tool or "", "content": observation}
             )
-        turn_seed = (self.seed * 1_000_003 + self._episode * 1_009 + len(self.messages)) % 2**63
+        turn_seed = (
+            self.seed * 1_000_003 + self._episode_seed * 1_009 + len(self.messages)
+        ) % 2**63
         self.last_text = self.inference.generate(self.messages, tools=self.tools, seed=turn_seed)
         action = parse_action_text(self.last_text, text_tool=self.text_tool)
         if action["tool"] == INVALID_ACTION_TOOL:

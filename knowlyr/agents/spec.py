@@ -62,15 +62,25 @@ def agent_factory(
     if kind == "random":
         return lambda: RandomAgent(seed=seed)
     if kind == "checkpoint" and arg:
+        import threading
+
         from knowlyr.agents.inference import AgentInference
 
+        folder = Path(arg)
+        name = folder.parent.name if folder.name == "final" else folder.name
+        lock, bridge = threading.Lock(), []
+
         def model_agent() -> Any:
-            bridge = AgentInference.from_pretrained(
-                arg, max_new_tokens=max_new_tokens, temperature=temperature
-            )
-            folder = Path(arg)
-            name = folder.parent.name if folder.name == "final" else folder.name
-            return bridge.create_agent(name=f"checkpoint:{name}", seed=seed)
+            # one model for every agent of this factory: concurrent episodes' turns are
+            # decoded in one batch by its generator
+            with lock:
+                if not bridge:
+                    bridge.append(
+                        AgentInference.from_pretrained(
+                            arg, max_new_tokens=max_new_tokens, temperature=temperature
+                        )
+                    )
+            return bridge[0].create_agent(name=f"checkpoint:{name}", seed=seed)
 
         return model_agent
     if kind in ("openai", "anthropic") and arg:

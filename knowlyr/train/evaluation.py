@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -123,7 +123,7 @@ class EvalResult:
 
 def evaluate_agent(
     env_id: str,
-    agent: Agent,
+    agent: Agent | Callable[[], Agent],
     tasks: Sequence[Any] | None = None,
     n_episodes: int | None = None,
     *,
@@ -132,12 +132,14 @@ def evaluate_agent(
     env_kwargs: dict[str, Any] | None = None,
     name: str | None = None,
     keep_trajectories: bool = True,
+    concurrency: int = 1,
 ) -> EvalResult:
     """Run ``agent`` in ``env_id`` and record success, reward and length per episode.
 
     Args:
         env_id: a registered env id.
-        agent: the agent (an instance; its history is reset every episode).
+        agent: the agent (an instance; its history is reset every episode), or an Agent
+            class or factory, one agent per concurrent episode.
         tasks: tasks or task ids, cycled; ``None`` lets the env draw (seeded) tasks.
         n_episodes: episodes to run (default: one per task; required when ``tasks`` is None).
         max_steps: step limit per episode (default: the env's).
@@ -145,6 +147,8 @@ def evaluate_agent(
         env_kwargs: extra env arguments (e.g. ``{"family": "order_status", "split": "heldout"}``).
         name: label in reports (default ``agent.name``).
         keep_trajectories: keep the trajectories on the result.
+        concurrency: episodes run at once (needs a class or factory above 1). Agents of one
+            :class:`~knowlyr.agents.inference.AgentInference` share its batched generator.
 
     The reward of an episode is ``outcome.score`` when the env sets it, else the sum of the
     step rewards; a failed or cut-off episode counts as a failure.
@@ -165,9 +169,11 @@ def evaluate_agent(
         tasks=tasks,
         seed=seed,
         env_kwargs=env_kwargs,
+        concurrency=concurrency,
     )
+    label = name or getattr(agent, "name", None) or (trajs[0].agent.name if trajs else "agent")
     return EvalResult(
-        agent=name or agent.name,
+        agent=label,
         env_id=env_id,
         task_ids=[t.task.task_id for t in trajs],
         successes=[bool(t.outcome.success) for t in trajs],

@@ -46,9 +46,11 @@ def evaluate_checkpoint(
     seed: int = 0,
     max_new_tokens: int = 48,
     temperature: float = 0.0,
+    concurrency: int = 32,
 ) -> EvalResult:
     """Run the checkpoint folder ``path`` on ``task_ids`` (no trajectories kept): greedily, or
     sampled at ``temperature`` with turn seeds derived from ``seed`` (reproducible).
+    ``concurrency`` episodes run at once, their turns decoded as one batch.
 
     Example:
         >>> res = evaluate_checkpoint("runs/sft/final", "knowlyr/conversation", ids, 8,
@@ -59,18 +61,22 @@ def evaluate_checkpoint(
     from knowlyr.train.evaluation import evaluate_agent
 
     bridge = AgentInference.from_pretrained(
-        path, max_new_tokens=max_new_tokens, temperature=temperature
+        path, max_new_tokens=max_new_tokens, temperature=temperature, max_batch=concurrency
     )
-    return evaluate_agent(
-        env_id,
-        bridge.create_agent(name=name, seed=seed),
-        list(task_ids),
-        n_episodes,
-        max_steps=max_steps,
-        seed=seed,
-        name=name,
-        keep_trajectories=False,
-    )
+    try:
+        return evaluate_agent(
+            env_id,
+            lambda: bridge.create_agent(name=name, seed=seed),
+            list(task_ids),
+            n_episodes,
+            max_steps=max_steps,
+            seed=seed,
+            name=name,
+            keep_trajectories=False,
+            concurrency=min(concurrency, n_episodes),
+        )
+    finally:
+        bridge.close()
 
 
 def json_safe(d: dict[str, Any]) -> dict[str, Any]:
