@@ -51,7 +51,6 @@ __all__ = [
     "NIGHTLY_MIX",
     "IterateParams",
     "IterateReport",
-    "NothingToTrain",
     "WarmupParams",
     "iterate",
     "main",
@@ -72,10 +71,6 @@ REPLAY = 2
 
 #: Rollouts of trained policies are recorded as ``checkpoint:<name>``: what later nights train on.
 MODEL_AGENTS = "checkpoint:"
-
-
-class NothingToTrain(RuntimeError):
-    """A night whose export has no rows: the run fails with this reason, the champion stays."""
 
 
 class WarmupParams(BaseModel):
@@ -215,7 +210,9 @@ class IterateParams(BaseModel):
 
 
 class IterateReport(BaseModel):
-    """Everything one night produced (manifests and decisions, no data)."""
+    """Everything one night produced (manifests and decisions, no data). A night whose export
+    has no rows trains nothing: ``init``, ``candidate``, ``comparison`` and ``decision`` are
+    then None and ``outcome`` says why."""
 
     store_url: str
     seed: int
@@ -223,10 +220,11 @@ class IterateReport(BaseModel):
     collect: CollectReport
     rewards: list[RewardSummary]
     dataset: DatasetRef
-    init: Checkpoint
-    candidate: Checkpoint
-    comparison: ComparisonSummary
-    decision: Decision
+    init: Checkpoint | None
+    candidate: Checkpoint | None
+    comparison: ComparisonSummary | None
+    decision: Decision | None
+    outcome: str = Field(description="what the night decided, in one line")
     report_dir: str
 
 
@@ -299,13 +297,28 @@ def iterate(params: IterateParams = IterateParams()) -> IterateReport:
     ]
     exported = export_dataset(trajectories, rewards, export, agent_prefix=agents, return_state=True)
     dataset = exported.result()
+    night = {"store_url": store_url, "seed": seed, "warmup": warmup, "collect": collected}
     if dataset.rows == 0:
-        # e.g. a champion none of whose attempts succeeded: nothing to learn from tonight
-        raise NothingToTrain(
-            f"the {export.kind} export {dataset.name} has no rows ({dataset.rejected} "
-            f"trajectories rejected): nothing to train on tonight, the champion stays. Collect "
-            "more attempts (collect.episodes / attempts / temperature) or relax the export"
+        # e.g. a champion none of whose attempts succeeded: the night records why and keeps
+        # the champion, instead of failing the run
+        outcome = (
+            f"nothing to learn from tonight: the {export.kind} export {dataset.name} has no rows "
+            f"({dataset.rejected} trajectories rejected, {collected.successes} of "
+            f"{collected.episodes} episodes successful); "
+            + ("no champion yet" if warmup else f"the champion {champion.name} stays")
+            + ". More attempts per task (collect.attempts), more episodes or a higher "
+            "temperature give it more chances"
         )
+        log.warning(outcome)
+        rewards = [r.result() for r in rewards]
+        report_dir = iteration_report(
+            store_url, seed, collected, rewards, dataset, None, None, None,
+            data_cached=cached_origin(exported), outcome=outcome,
+        )  # fmt: skip
+        return IterateReport(
+            **night, rewards=rewards, dataset=dataset, init=None, candidate=None,
+            comparison=None, decision=None, outcome=outcome, report_dir=report_dir,
+        )  # fmt: skip
     init, candidate = run_training(dataset, train, init=champion)
     evaluation = run_evaluation(
         store_url, params.evaluate, sources=sources, init=init, candidate=candidate
@@ -317,30 +330,22 @@ def iterate(params: IterateParams = IterateParams()) -> IterateReport:
         min_improvement=params.evaluate.min_improvement,
         first_champion=warmup,
     )
+    outcome = f"{'promoted' if decision.promoted else 'not promoted'}: {decision.reason}"
     rewards = [r.result() for r in rewards]
     report_dir = iteration_report(
         store_url, seed, collected, rewards, dataset, candidate, evaluation, decision,
-        data_cached=cached_origin(exported),
+        data_cached=cached_origin(exported), outcome=outcome,
     )  # fmt: skip
     log.info(
         f"held-out success {evaluation.baseline} {evaluation.success(evaluation.baseline):.1%} "
         f"-> candidate {evaluation.success('candidate'):.1%} ({params.evaluate.episodes} tasks); "
-        f"{'PROMOTED' if decision.promoted else 'not promoted'}: {decision.reason}"
+        f"{outcome}"
     )
     log.info(f"store: {store_url}  checkpoint: {candidate.path}  report: {report_dir}")
     return IterateReport(
-        store_url=store_url,
-        seed=seed,
-        warmup=warmup,
-        collect=collected,
-        rewards=rewards,
-        dataset=dataset,
-        init=init,
-        candidate=candidate,
-        comparison=evaluation,
-        decision=decision,
-        report_dir=report_dir,
-    )
+        **night, rewards=rewards, dataset=dataset, init=init, candidate=candidate,
+        comparison=evaluation, decision=decision, outcome=outcome, report_dir=report_dir,
+    )  # fmt: skip
 
 
 @contextmanager
@@ -382,23 +387,24 @@ def main(argv: list[str] | None = None) -> int:
     params = params.model_copy(update={"store_url": args.store, "seed": args.seed})
     with _patient_ephemeral_server():
         report = iterate(params)
-    base = report.comparison.baseline
-    before = report.comparison.success(base)
-    after = report.comparison.success("candidate")
-    what = "warm-up: untrained model" if report.warmup else "the champion"
     where = ", ".join(str(s) for s in params.collect.sources())
     print()
-    print(f"Held-out success ({where}, {params.evaluate.episodes} tasks):")
-    print(f"  before training ({what}): {before:.1%}")
-    print(
-        f"  after training  ({params.train.method if not report.warmup else 'sft'} candidate): {after:.1%}"
-    )
-    print(
-        f"  decision: {'promoted' if report.decision.promoted else 'kept the baseline'} ({report.decision.reason})"
-    )
+    if report.comparison is None:
+        print(f"No training tonight ({where}): {report.outcome}")
+    else:
+        base = report.comparison.baseline
+        what = "warm-up: untrained model" if report.warmup else "the champion"
+        method = "sft" if report.warmup else params.train.method
+        print(f"Held-out success ({where}, {params.evaluate.episodes} tasks):")
+        print(f"  before training ({what}): {report.comparison.success(base):.1%}")
+        print(
+            f"  after training  ({method} candidate): {report.comparison.success('candidate'):.1%}"
+        )
+        print(f"  decision: {report.outcome}")
     print("Artifacts:")
     print(f"  store (Delta tables + blobs): {report.store_url}")
-    print(f"  checkpoint:                   {report.candidate.path}")
+    if report.candidate is not None:
+        print(f"  checkpoint:                   {report.candidate.path}")
     print(f"  iteration report:             {Path(report.report_dir) / 'report.md'}")
     print("  Prefect artifacts: `prefect artifact ls` (or the UI, `make server`)")
     return 0

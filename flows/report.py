@@ -49,15 +49,17 @@ def iteration_report(
     decision: Any,
     *,
     data_cached: str | None = None,
+    outcome: str = "",
 ) -> str:
     """Publish the ``iteration-report`` artifact and write ``report.md`` + SVGs; returns the
     folder. ``data_cached``: the flow run whose dataset (and so the collection and rewards it
-    was made of) this run found in the cache; the report names it."""
+    was made of) this run found in the cache; the report names it. A night that trained
+    nothing passes None for ``candidate``, ``evaluation`` and ``decision``; ``outcome`` is
+    the night's one-line result (its headline)."""
     from prefect.runtime import flow_run
 
     totals = [t for r in rewards for t in r.totals]
     scored = sum(r.scored for r in rewards)
-    board = evaluation.leaderboard
     history = success_history(store_url)
     plots = {
         "rewards.svg": svg_histogram(
@@ -66,23 +68,26 @@ def iteration_report(
             xlabel="reward (total)",
             ylabel="trajectories",
         ),
-        "success.svg": svg_bars(
+    }
+    if evaluation is not None:
+        board = evaluation.leaderboard
+        plots["success.svg"] = svg_bars(
             [r["agent"] for r in board],
             [r["success_rate"] for r in board],
             title="Held-out success rate",
             ymax=1.0,
             xlabel="policy",
             ylabel="success rate",
-        ),
-        "history.svg": svg_line(
+        )
+    if history or evaluation is not None:
+        plots["history.svg"] = svg_line(
             [d for d, _ in history] or ["now"],
             [s for _, s in history] or [evaluation.success("candidate")],
             title="Candidate held-out success across iterations",
             ymax=1.0,
             xlabel="iteration (UTC)",
             ylabel="success rate",
-        ),
-    }
+        )
     t = collected.trajectories
     versions = [
         (
@@ -98,18 +103,20 @@ def iteration_report(
             "dataset",
             f"`{dataset.name}` = `datasets@{dataset.datasets.version}` ({dataset.rows} rows)",
         ),
-        (
-            "checkpoint",
-            f"blob `{candidate.blob[:16]}…` at `{_short_path(candidate.path, store_url)}`",
-        ),
-        (
-            "evaluations",
-            f"`evaluations@{evaluation.evaluations.version}`" if evaluation.evaluations else "",
-        ),
-        ("promotions", f"`promotions@{decision.promotions.version}`"),
-        ("store", f"`{store_url}`"),
     ]
-    c = evaluation.of("candidate")
+    if candidate is not None:
+        versions += [
+            (
+                "checkpoint",
+                f"blob `{candidate.blob[:16]}…` at `{_short_path(candidate.path, store_url)}`",
+            ),
+            (
+                "evaluations",
+                f"`evaluations@{evaluation.evaluations.version}`" if evaluation.evaluations else "",
+            ),
+            ("promotions", f"`promotions@{decision.promotions.version}`"),
+        ]
+    versions.append(("store", f"`{store_url}`"))
     store = Store.open(store_url)
     trajectories = highlights_markdown(store, added_ids(store, t.version) if t.new else [])
     md = "\n\n".join(
@@ -124,7 +131,7 @@ def iteration_report(
                 if data_cached
                 else []
             ),
-            f"**Decision: {'promoted' if decision.promoted else 'not promoted'}** — {decision.reason}",
+            _headline(decision, outcome),
             "## Counts",
             _table(
                 [
@@ -138,21 +145,26 @@ def iteration_report(
                 ],
                 ("count", "value"),
             ),
-            "## Held-out evaluation",
-            evaluation_table(board),
-            f"Candidate vs `{evaluation.baseline}`: success {c['success_diff']:+.1%}, "
-            f"Fisher p (Bonferroni) = {_p(c['fisher_p_adj'])}, reward diff {c['reward_diff']:+.3f} "
-            f"(95% CI {c['reward_diff_ci']}), alpha = {evaluation.alpha}.",
-            markdown_image(plots["success.svg"], "held-out success"),
+            *(_evaluation_section(evaluation, plots) if evaluation is not None else []),
             "## Rewards",
             markdown_image(plots["rewards.svg"], "reward distribution"),
             "## Tonight's trajectories: best, worst, most changed",
             trajectories,
-            "## Across iterations",
-            markdown_image(plots["history.svg"], "success across iterations"),
+            *(
+                ["## Across iterations", markdown_image(plots["history.svg"], "success history")]
+                if "history.svg" in plots
+                else []
+            ),
             "## Store versions",
             _table(versions, ("table", "version")),
-            f"Training: {candidate.seconds:.0f} s, final loss {candidate.metrics.get('train_loss', float('nan')):.3f}.",
+            *(
+                [
+                    f"Training: {candidate.seconds:.0f} s, final loss "
+                    f"{candidate.metrics.get('train_loss', float('nan')):.3f}."
+                ]
+                if candidate is not None
+                else ["No training tonight."]
+            ),
         ]
     )
     publish_markdown("iteration-report", md, f"Iteration report (seed {seed})")
@@ -162,6 +174,25 @@ def iteration_report(
         (folder / name).write_text(svg, encoding="utf-8")
     (folder / "report.md").write_text(md, encoding="utf-8")
     return str(folder)
+
+
+def _headline(decision: Any, outcome: str) -> str:
+    if decision is None:
+        return f"**Decision: no training tonight** — {outcome}"
+    verdict = "promoted" if decision.promoted else "not promoted"
+    return f"**Decision: {verdict}** — {decision.reason}"
+
+
+def _evaluation_section(evaluation: Any, plots: dict[str, str]) -> list[str]:
+    c = evaluation.of("candidate")
+    return [
+        "## Held-out evaluation",
+        evaluation_table(evaluation.leaderboard),
+        f"Candidate vs `{evaluation.baseline}`: success {c['success_diff']:+.1%}, "
+        f"Fisher p (Bonferroni) = {_p(c['fisher_p_adj'])}, reward diff {c['reward_diff']:+.3f} "
+        f"(95% CI {c['reward_diff_ci']}), alpha = {evaluation.alpha}.",
+        markdown_image(plots["success.svg"], "held-out success"),
+    ]
 
 
 def evaluation_table(board: list[dict[str, Any]]) -> str:

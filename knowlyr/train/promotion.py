@@ -185,9 +185,10 @@ def decide_promotion(
 ) -> PromotionDecision:
     """Promote only on a significant improvement of the success rate over ``min_improvement``.
 
-    With ``first_champion`` (the warm-up policy, compared with the untrained model) any
-    improvement over ``min_improvement`` promotes: a policy that is right a little more often
-    than nothing is what the loop starts from, and no champion is displaced.
+    The ``first_champion`` (the warm-up policy, compared with the untrained model) is held to
+    the same test: a warm-up that is right barely more often than nothing would give the
+    loop's later nights almost no successes to learn from, so it is not promoted and the next
+    night warms up again. The flag only words the reason.
 
     Args:
         comparison: the candidate's row of :attr:`RecordedComparison.comparisons`
@@ -204,11 +205,11 @@ def decide_promotion(
     c = comparison
     diff, p = float(c["success_diff"]), c["fisher_p_adj"]
     p = 1.0 if p is None else float(p)
-    promoted = (first_champion or bool(c["significant"])) and diff > min_improvement
+    promoted = bool(c["significant"]) and diff > min_improvement
     if promoted and first_champion:
         reason = (
             f"first champion (warm-up): success {c['baseline_success_rate']:.1%} -> "
-            f"{c['success_rate']:.1%} (p={p:.2g})"
+            f"{c['success_rate']:.1%}, p={p:.2g} < {alpha}"
         )
     elif promoted:
         reason = f"success {c['baseline_success_rate']:.1%} -> {c['success_rate']:.1%}, p={p:.2g} < {alpha}"
@@ -216,6 +217,8 @@ def decide_promotion(
         reason = f"no improvement: success diff {diff:+.1%} <= {min_improvement:.1%}"
     else:
         reason = f"not significant: p={p:.2g} >= {alpha} (diff {diff:+.1%})"
+    if first_champion and not promoted:
+        reason = f"warm-up not promoted (the untrained model is the baseline): {reason}"
     return PromotionDecision(
         promoted=promoted,
         reason=reason,

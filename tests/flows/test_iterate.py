@@ -170,3 +170,33 @@ def test_two_nights_the_second_collects_with_the_champion_and_trains_on_from_it(
     assert {r["agent"] for r in night1.comparison.leaderboard} == {"candidate", "champion"}
     decisions = store.read("promotions").sort("created_at")
     assert decisions.height == 3 and decisions["checkpoint"][-1] == night1.candidate.blob
+
+
+def test_a_night_with_nothing_to_learn_keeps_the_champion_and_says_why(store_url):
+    """A champion none of whose attempts succeed gives an empty export: the run completes,
+    trains nothing, reports why and leaves the champion in place."""
+    from knowlyr.train.promotion import PromotionDecision, record_promotion
+
+    params = IterateParams.small(store_url=store_url)
+    params.warmup.train = params.warmup.train.model_copy(update={"epochs": 0.05, "restarts": 1,
+                                                                "target_eval_loss": None})  # fmt: skip
+    night0, _, _ = _run(params)
+    store = Store.open(store_url)
+    # the barely trained warm-up policy succeeds at nothing; it is made the champion by hand
+    record_promotion(
+        store,
+        PromotionDecision(True, "test: promoted by hand", 0.0, 0.0, 1.0),
+        checkpoint=night0.candidate.blob,
+        checkpoint_json=night0.candidate.model_dump_json(),
+        baseline="untrained",
+        evaluations_version=10_000,
+    )
+    promotions = store.count("promotions")
+    night1, states, _ = _run(params.model_copy(update={"seed": 1}))
+    assert not night1.warmup and night1.collect.successes == 0 and night1.dataset.rows == 0
+    assert night1.candidate is None and night1.decision is None
+    assert night1.outcome.startswith("nothing to learn from tonight") and "stays" in night1.outcome
+    assert not any(n.startswith(("train-", "evaluate-", "promote-")) for n in states), states
+    assert store.count("promotions") == promotions
+    report_md = Path(night1.report_dir, "report.md").read_text()
+    assert "**Decision: no training tonight** — nothing to learn from tonight" in report_md

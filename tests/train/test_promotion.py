@@ -77,17 +77,22 @@ def test_promotion_needs_a_significant_improvement(store, wins, min_improvement,
     assert (d.success_before, d.success_after) == (0.25, wins / 40)
 
 
-def test_the_first_champion_needs_an_improvement_but_no_significance() -> None:
-    c = {"success_diff": 0.05, "fisher_p_adj": 0.3, "significant": False, "success_rate": 0.05,
+def test_the_first_champion_needs_a_significant_improvement_too() -> None:
+    """0.0% -> 2.7% (p = 0.12) once promoted a warm-up the later nights could not learn from."""
+    c = {"success_diff": 0.027, "fisher_p_adj": 0.12, "significant": False, "success_rate": 0.027,
          "baseline_success_rate": 0.0}  # fmt: skip
-    assert not decide_promotion(c, alpha=0.01).promoted
     first = decide_promotion(c, alpha=0.01, first_champion=True)
-    assert (
-        first.promoted and first.reason == "first champion (warm-up): success 0.0% -> 5.0% (p=0.3)"
+    assert not first.promoted
+    assert first.reason == (
+        "warm-up not promoted (the untrained model is the baseline): not significant: "
+        "p=0.12 >= 0.01 (diff +2.7%)"
     )
-    same = dict(c, success_diff=0.0, success_rate=0.0)
-    assert not decide_promotion(same, alpha=0.01, first_champion=True).promoted
-    assert not decide_promotion(c, alpha=0.01, first_champion=True, min_improvement=0.1).promoted
+    won = dict(c, success_diff=0.45, success_rate=0.45, fisher_p_adj=1e-20, significant=True)
+    d = decide_promotion(won, alpha=0.01, first_champion=True)
+    assert (
+        d.promoted and d.reason == "first champion (warm-up): success 0.0% -> 45.0%, p=1e-20 < 0.01"
+    )
+    assert not decide_promotion(won, alpha=0.01, first_champion=True, min_improvement=0.5).promoted
 
 
 def test_promotions_are_recorded_and_the_newest_promoted_is_champion(store: Store) -> None:
