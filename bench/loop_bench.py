@@ -1,47 +1,47 @@
-"""Does the nightly loop learn from its own rollouts? N nights of ``iterate`` from a warm-up.
+"""Does the nightly loop make its policy better? Nights 0..N-1 of ``iterate``, measured apart.
 
-Runs the real ``iterate`` flow (Prefect's ephemeral API) night after night on a fresh store:
+Runs the real ``iterate`` flow (Prefect's ephemeral API) night after night on a fresh store,
+with the ``iterate/nightly`` deployment's own parameters (``IterateParams()``; ``--params``
+changes stages the way ``prefect deployment run -p params=...`` does), the seed being the
+night's number:
 
-- **night 0** is the warm-up: ``--warmup`` demonstrations of ``--warmup-agent`` (the expert,
-  or logs of mixed quality such as ``noisy:0.25:give_up`` cloned whole with ``--warmup-all``)
-  train a tiny model from scratch (SFT); it is promoted when it beats the untrained model:
-  the first champion;
-- **nights 1..N-1** collect with the champion only (``--episodes`` per night: tasks x
-  ``--attempts`` sampled at temperature 1.0), score with the reward model, train on from the
-  champion with ``--method`` on the champion's own rollouts, and promote on a significant
-  held-out improvement. No expert data after night 0.
+- **night 0** is the warm-up: expert demonstrations over the task mix train the first policy
+  (SFT); it is promoted only when it beats the untrained model significantly;
+- **nights 1..N-1** collect with the champion only, score, train on from it with the
+  night's method on its own rollouts, and promote on a significant held-out gain. No expert
+  data after night 0.
 
-Then every night's champion is evaluated greedily on an **independent** held-out sample
-(``--final-eval`` tasks, a seed the promotion decisions never saw, so the winner's curse of
-promoting on the decision sample does not inflate the figures), with Wilson 95% intervals and
-a one-sided Fisher exact test of the last night's champion against night 0's.
+Then every policy is evaluated on an **independent** held-out sample (``--final-eval``
+tasks spread evenly over the task sources, from a seed the promotion decisions never saw),
+greedily and sampled at the collection's temperature, per family and overall, with Wilson
+95% intervals:
 
-Beside it, in the same run and on the same final sample:
+- the untrained policy (night 0's initial model);
+- each night's champion;
+- **"just imitate more"**: a warm-up night on a fresh store with as many expert
+  demonstrations as the loop used in all (the warm-up's plus every later night's rollouts),
+  trained with the same recipe.
 
-- **SFT on the warm-up only**: the first champion is exactly that policy (night 0's, or the
-  next night's when the first warm-up was never right and so was not promoted);
-- **SFT on expert data of the loop's size**: a tiny model trained from scratch on as many
-  expert episodes as the loop collected rollouts (the same task sources, train split), with
-  the warm-up's training settings.
+It prints one-sided Fisher tests of the last champion against night 0's and against the
+imitation baseline, whether any family of the last champion fell below its night-0 95%
+interval, and each night's wall time by stage (from the flow run's task runs).
 
 Usage::
 
-    .venv/bin/python bench/loop_bench.py                       # the nightly mix, 4 nights
-    # the README's run: a warm-up cloned from 2,000 logs of mixed quality (a quarter of the
-    # episodes give up), the sampled policy evaluated (about 45 minutes here)
-    .venv/bin/python bench/loop_bench.py --family order_status --warmup 2000 \
-        --warmup-agent noisy:0.25:give_up --warmup-all --warmup-epochs 20 --episodes 800 \
-        --epochs 3 --lr 1e-3 --eval 200 --final-eval 300 --eval-temperature 1.0
+    .venv/bin/python bench/loop_bench.py                        # the nightly defaults, 4 nights
+    .venv/bin/python bench/loop_bench.py --nights 2 --final-eval 120 \\
+        --params '{"train": {"method": "dpo"}}'
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import json
 import os
 import tempfile
 import time
-from pathlib import Path
+from collections import defaultdict
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -49,14 +49,20 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
-from flows.collect import CollectParams, TaskSource
-from flows.evaluate import EvalParams
-from flows.iterate import NIGHTLY_MIX, IterateParams, WarmupParams, _patient_ephemeral_server
+from flows.collect import TaskSource
+from flows.iterate import IterateParams, _merged, _patient_ephemeral_server
 from flows.iterate import iterate as iterate_flow
-from tasks.export import ExportParams
-from tasks.train import TrainParams
 
 FINAL_SEED = 90_000  # the promotion evaluations use EvalParams.seed (50,000): never this
+#: task-run name prefixes of each stage of a night
+STAGES = {
+    "collect": ("sample-", "collect-", "dedup-"),
+    "reward": ("reward-",),
+    "export": ("export-",),
+    "train": ("init-", "train-", "select-"),
+    "evaluate": ("evaluate-", "compare-"),
+    "promote": ("promote-",),
+}
 
 
 def final_sample(sources: list[TaskSource], n: int) -> list[tuple[TaskSource, list[str]]]:
@@ -66,211 +72,169 @@ def final_sample(sources: list[TaskSource], n: int) -> list[tuple[TaskSource, li
     out = []
     for j, src in enumerate(sources):
         k = n // len(sources) + (j < n % len(sources))
-        ids = [t.task_id for t in sample(src.suite, k, seed=FINAL_SEED + j, split="heldout",
-                                         family=src.family)]  # fmt: skip
-        out.append((src, ids))
+        tasks = sample(src.suite, k, seed=FINAL_SEED + j, split="heldout", family=src.family)
+        out.append((src, [t.task_id for t in tasks]))
     return out
 
 
 def evaluate_folder(
-    path: str, tasks: list[tuple[TaskSource, list[str]]], max_steps: int, temperature: float = 0.0
-) -> list[bool]:
-    """Successes of a checkpoint folder on the final sample, source by source: greedy, or the
-    sampled policy at ``temperature`` (seeded)."""
+    path: str, tasks: list[tuple[TaskSource, list[str]]], max_steps: int, temperature: float
+) -> dict[str, list[bool]]:
+    """Successes of a checkpoint folder on the final sample, by family (greedy when
+    ``temperature`` is 0, else sampled with seeded turns)."""
     from knowlyr.train.promotion import evaluate_checkpoint
 
-    out: list[bool] = []
+    out: dict[str, list[bool]] = defaultdict(list)
     for j, (src, ids) in enumerate(tasks):
         res = evaluate_checkpoint(path, src.env_id, ids, len(ids), name="final",
                                   max_steps=max_steps, seed=FINAL_SEED + j, max_new_tokens=96,
                                   temperature=temperature)  # fmt: skip
-        out += res.successes
+        for family, part in res.by_family().items():
+            out[family] += part.successes
+    return dict(out)
+
+
+def stage_seconds(flow_run_id: Any) -> dict[str, float]:
+    """Wall time of each stage of a finished flow run: first start to last end of its task
+    runs (shards overlap), plus ``night`` (the flow run itself)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+        flow_run = client.read_flow_run(flow_run_id)
+    out = {}
+    for stage, prefixes in STAGES.items():
+        mine = [r for r in runs if r.name.startswith(prefixes) and r.start_time and r.end_time]
+        if mine:
+            start = min(r.start_time for r in mine)
+            out[stage] = (max(r.end_time for r in mine) - start).total_seconds()
+    if flow_run.start_time and flow_run.end_time:
+        out["night"] = (flow_run.end_time - flow_run.start_time).total_seconds()
     return out
 
 
-def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """The Wilson score interval of k successes in n."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / den
-    return (max(0.0, mid - half), min(1.0, mid + half))
+def run_night(params: IterateParams, night: int) -> dict[str, Any]:
+    from tasks.evaluate import current_champion
+
+    t0 = time.perf_counter()
+    state = iterate_flow(params.model_copy(update={"seed": night}), return_state=True)
+    rep = state.result()
+    seconds = stage_seconds(state.state_details.flow_run_id)
+    champion = current_champion(params.store_url)
+    print(f"night {night}: collected {rep.collect.episodes} ({rep.collect.successes} "
+          f"successful), {rep.dataset.rows} rows; {rep.outcome} "
+          f"[{time.perf_counter() - t0:.0f} s: "
+          + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()) + "]", flush=True)  # fmt: skip
+    return {"night": night, "report": rep, "champion": champion, "seconds": seconds}
 
 
-def fisher_greater(a: list[bool], b: list[bool]) -> float:
-    """One-sided Fisher exact p that ``a``'s success rate is higher than ``b``'s."""
-    from scipy.stats import fisher_exact
+def fmt(successes: list[bool]) -> str:
+    from knowlyr.train.evaluation import wilson_interval
 
-    table = [[sum(a), len(a) - sum(a)], [sum(b), len(b) - sum(b)]]
-    return float(fisher_exact(table, alternative="greater")[1])
+    k, n = sum(successes), len(successes)
+    lo, hi = wilson_interval(k, n)
+    return f"{k / n:6.1%} ({lo:4.0%}–{hi:4.0%})" if n else "-"
 
 
-def expert_baseline(store_url: str, sources: list[TaskSource], episodes: int,
-                    train: TrainParams, max_steps: int, seed: int) -> str:  # fmt: skip
-    """A tiny model trained from scratch on ``episodes`` expert episodes; its folder."""
-    from knowlyr.agents.spec import agent_factory
-    from knowlyr.export import export_sft
-    from knowlyr.rollout import collect
-    from knowlyr.store import Store
-    from knowlyr.taskset import sample
-    from knowlyr.train.checkpoints import init_policy, train_sft_checkpoint
-    from knowlyr.train.selection import validation_split
-
-    trajs = []
-    for j, src in enumerate(sources):
-        k = episodes // len(sources) + (j < episodes % len(sources))
-        ids = [
-            t.task_id for t in sample(src.suite, k, seed=seed + j, split="train", family=src.family)
-        ]
-        trajs += collect(src.env_id, agent_factory("expert"), len(ids), tasks=ids,
-                         max_steps=max_steps, seed=seed + j)  # fmt: skip
-    from tasks.export import DEFAULT_SYSTEM_PROMPT
-
-    ds = export_sft(trajs, system_prompt=DEFAULT_SYSTEM_PROMPT).dataset
-    store = Store.open(store_url)
-    init = init_policy(store, ds, dataset_name=f"expert-{episodes}", hidden_size=train.hidden_size,
-                       num_layers=train.num_layers, seed=train.seed)  # fmt: skip
-    rows, val = validation_split(ds, train.validation_fraction)
-    out = train_sft_checkpoint(store, rows, init=init.path, eval_dataset=val,
-                               output_dir=Path(store_url) / "bench-expert-sft",
-                               learning_rate=train.learning_rate, batch_size=train.batch_size,
-                               epochs=train.epochs, seed=train.seed)  # fmt: skip
-    return str(out.path)
+def table(rows: list[tuple[str, dict[str, list[bool]]]], families: list[str]) -> None:
+    width = max(len(name) for name, _ in rows) + 2
+    print(f"{'policy':<{width}}{'overall':>22}" + "".join(f"{f[:20]:>22}" for f in families))
+    for name, by_family in rows:
+        every = [s for f in families for s in by_family.get(f, [])]
+        cells = "".join(f"{fmt(by_family.get(f, [])):>22}" for f in families)
+        print(f"{name:<{width}}{fmt(every):>22}{cells}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", default=None, help="store root (default: a fresh temporary one)")
     ap.add_argument("--nights", type=int, default=4, help="nights, warm-up included")
-    ap.add_argument(
-        "--family",
-        default=None,
-        help="one conversation family instead of the nightly mix (e.g. order_status)",
-    )
-    ap.add_argument("--warmup", type=int, default=50, help="expert demonstrations on night 0")
-    ap.add_argument("--warmup-epochs", type=float, default=30)
-    ap.add_argument(
-        "--warmup-agent",
-        default="expert",
-        help="the demonstrator (e.g. noisy:0.25:give_up: logs of mixed quality)",
-    )
-    ap.add_argument(
-        "--warmup-all",
-        action="store_true",
-        help="clone every demonstration, failed ones too (default: successes only)",
-    )
-    ap.add_argument(
-        "--eval-temperature",
-        type=float,
-        default=0.0,
-        help="0: greedy policies; e.g. 1.0: the sampled policy the loop collects with",
-    )
-    ap.add_argument("--episodes", type=int, default=400, help="rollouts per later night")
-    ap.add_argument("--attempts", type=int, default=4, help="sampled attempts per task")
-    ap.add_argument("--method", choices=("sft", "dpo"), default="sft")
-    ap.add_argument("--epochs", type=float, default=3, help="training epochs of a later night")
-    ap.add_argument("--lr", type=float, default=1e-3, help="learning rate of a later night")
-    ap.add_argument("--eval", type=int, default=120, help="held-out tasks of each promotion")
+    ap.add_argument("--params", default="{}", help="IterateParams as JSON (partial stages)")
     ap.add_argument("--final-eval", type=int, default=300, help="independent held-out tasks")
-    ap.add_argument("--max-steps", type=int, default=4)
     ap.add_argument("--no-expert-baseline", action="store_true")
+    ap.add_argument("--small", action="store_true", help="IterateParams.small(): a smoke run")
     args = ap.parse_args()
 
-    store_url = args.store or tempfile.mkdtemp(prefix="knowlyr-loop-bench-")
-    if args.family:
-        sources = [
-            TaskSource(env_id="knowlyr/conversation", suite="conversation", family=args.family)
-        ]
-    else:
-        sources = NIGHTLY_MIX
-    train = TrainParams(method=args.method, epochs=args.epochs, learning_rate=args.lr, restarts=1,
-                        target_eval_loss=None, validation_fraction=0)  # fmt: skip
-    warm_train = TrainParams(epochs=args.warmup_epochs, restarts=1, target_eval_loss=None)
-    temp = args.eval_temperature
-    params = IterateParams(
-        store_url=store_url,
-        warmup=WarmupParams(episodes=args.warmup, agent=args.warmup_agent,
-                            only_success=not args.warmup_all, train=warm_train),
-        collect=CollectParams(mix=sources, agent="champion", episodes=args.episodes,
-                              attempts=args.attempts, temperature=1.0, max_steps=args.max_steps,
-                              shards=2),
-        export=ExportParams(suite=None, family=None),
-        train=train,
-        evaluate=EvalParams(episodes=args.eval, max_steps=args.max_steps, temperature=temp),
-    )  # fmt: skip
-    where = ", ".join(str(s) for s in sources)
-    print(f"store {store_url}; tasks: {where}; {args.nights} nights, warm-up {args.warmup} "
-          f"{args.warmup_agent} episodes{' (all cloned)' if args.warmup_all else ''}, then {args.episodes} rollouts/night ({args.attempts} attempts/task), "
-          f"method {args.method}")  # fmt: skip
-
-    nights = []
-    with _patient_ephemeral_server():
-        for night in range(args.nights):
-            t0 = time.perf_counter()
-            rep = iterate_flow(params.model_copy(update={"seed": night}))
-            from tasks.evaluate import current_champion
-
-            champ = current_champion(store_url)
-            nights.append({
-                "night": night, "warmup": rep.warmup, "collected": rep.collect.episodes,
-                "successes": rep.collect.successes, "rows": rep.dataset.rows,
-                "promoted": rep.decision.promoted, "reason": rep.decision.reason,
-                "champion": champ, "seconds": time.perf_counter() - t0,
-            })  # fmt: skip
-            print(f"night {night}: collected {rep.collect.episodes} ({rep.collect.successes} "
-                  f"successful), {rep.dataset.rows} rows, "
-                  f"{'PROMOTED' if rep.decision.promoted else 'kept'}: {rep.decision.reason} "
-                  f"[{nights[-1]['seconds']:.0f} s]", flush=True)  # fmt: skip
-
+    from knowlyr.train.evaluation import fisher_greater
     from tasks.train import checkpoint_path
 
-    final = final_sample(sources, args.final_eval)
-    results: dict[str, list[bool]] = {}
-    rows = []
-    for n in nights:
-        label = f"night {n['night']} champion" + (" (after a warm-up night)" if n["warmup"] else "")
-        if n["champion"] is None:
-            rows.append((label, None))
-            continue
-        blob = n["champion"].blob
-        if blob not in results:
-            results[blob] = evaluate_folder(checkpoint_path(n["champion"]), final, args.max_steps,
-                                            temp)  # fmt: skip
-        rows.append((label, results[blob]))
-    loop_rollouts = sum(n["collected"] for n in nights if not n["warmup"])
-    if not args.no_expert_baseline and loop_rollouts:
-        t0 = time.perf_counter()
-        folder = expert_baseline(store_url, sources, args.warmup + loop_rollouts, warm_train,
-                                 args.max_steps, seed=70_000)  # fmt: skip
-        rows.append((f"SFT on {args.warmup + loop_rollouts} expert episodes",
-                     evaluate_folder(folder, final, args.max_steps, temp)))  # fmt: skip
-        print(f"expert baseline trained and evaluated in {time.perf_counter() - t0:.0f} s")
-
-    print()
-    how = "greedy" if temp == 0 else f"sampled at temperature {temp:g}"
-    print(f"Held-out success on {args.final_eval} independent tasks ({where}), {how}:")
-    print(f"{'policy':<44} {'success':>8}  95% CI")
-    for name, succ in rows:
-        if succ is None:
-            print(f"{name:<44} {'-':>8}  (nothing promoted)")
-            continue
-        lo, hi = wilson(sum(succ), len(succ))
-        print(f"{name:<44} {sum(succ) / len(succ):>8.1%}  {lo:.1%}–{hi:.1%}")
+    store_url = args.store or tempfile.mkdtemp(prefix="knowlyr-loop-bench-")
+    base = IterateParams.small() if args.small else IterateParams()
+    given = {**_merged(base.model_dump(), json.loads(args.params)), "store_url": store_url}
+    params = IterateParams.model_validate(given)
+    sources = params.collect.sources()
     print(
-        "(a champion after a warm-up night is SFT on the warm-up's demonstrations only; a warm-up"
+        f"store {store_url}; {args.nights} nights of {params.model_dump_json(exclude={'store_url'})}"
     )
-    print(" whose policy was never right is not promoted, and the next night warms up again)")
-    champs = [
-        (n["night"], results[n["champion"].blob]) for n in nights if n["champion"] is not None
-    ]
-    if len(champs) >= 2:
-        (first, a), (last, b) = champs[0], champs[-1]
-        rates = [sum(s) / len(s) for _, s in champs]
-        never_drops = all(y >= x for x, y in itertools.pairwise(rates))
-        print(f"night {last} champion vs night {first}: one-sided Fisher p = {fisher_greater(b, a):.2g}; "
-              f"champion success never drops: {never_drops}")  # fmt: skip
+    with _patient_ephemeral_server():
+        nights = [run_night(params, n) for n in range(args.nights)]
+        loop_episodes = params.warmup.episodes + sum(
+            n["report"].collect.episodes for n in nights if not n["report"].warmup
+        )
+        baseline = None
+        if not args.no_expert_baseline:
+            fresh = params.model_copy(
+                update={
+                    "store_url": tempfile.mkdtemp(prefix="knowlyr-imitate-more-"),
+                    "warmup": params.warmup.model_copy(update={"episodes": loop_episodes}),
+                }
+            )
+            t0 = time.perf_counter()
+            baseline = iterate_flow(fresh.model_copy(update={"seed": 0})).candidate
+            print(f"imitate-more baseline ({loop_episodes} expert episodes) trained in "
+                  f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+
+    final = final_sample(sources, args.final_eval)
+    steps, temp = params.evaluate.max_steps, params.collect.temperature
+    policies: list[tuple[str, str]] = []
+    night0 = nights[0]["report"]
+    if night0.init is not None:
+        policies.append(("untrained", checkpoint_path(night0.init)))
+    seen: dict[str, str] = {}
+    for n in nights:
+        if n["champion"] is not None:
+            label = seen.setdefault(n["champion"].blob, f"night {n['night']} champion")
+            policies.append((label, checkpoint_path(n["champion"])))
+    if baseline is not None:
+        policies.append((f"SFT on {loop_episodes} expert episodes", checkpoint_path(baseline)))
+    policies = list(dict(policies).items())  # a champion kept over nights is evaluated once
+    results: dict[str, dict[str, dict[str, list[bool]]]] = {}
+    for name, path in policies:
+        results[name] = {"greedy": evaluate_folder(path, final, steps, 0.0)}
+        if temp > 0:
+            results[name]["sampled"] = evaluate_folder(path, final, steps, temp)
+    families = sorted({f for r in results.values() for f in r["greedy"]})
+    for mode in ("greedy", "sampled"):
+        rows = [(name, r[mode]) for name, r in results.items() if mode in r]
+        if not rows:
+            continue
+        how = "greedy" if mode == "greedy" else f"sampled at temperature {temp:g}"
+        print(f"\nHeld-out success on {args.final_eval} independent tasks, {how} "
+              "(95% Wilson intervals):")  # fmt: skip
+        table(rows, families)
+        champs = [name for name in results if "champion" in name]
+        if len(champs) >= 2:
+            first, last = results[champs[0]][mode], results[champs[-1]][mode]
+            flat = lambda r: [s for f in families for s in r.get(f, [])]  # noqa: E731
+            print(f"{champs[-1]} vs {champs[0]}: one-sided Fisher p = "
+                  f"{fisher_greater(flat(last), flat(first)):.2g}")  # fmt: skip
+            if baseline is not None:
+                imitate = results[policies[-1][0]][mode]
+                print(f"{champs[-1]} vs imitate-more: one-sided Fisher p = "
+                      f"{fisher_greater(flat(last), flat(imitate)):.2g}")  # fmt: skip
+            from knowlyr.train.evaluation import wilson_interval
+
+            below = [f for f in families if last.get(f) and first.get(f) and
+                     sum(last[f]) / len(last[f]) < wilson_interval(sum(first[f]), len(first[f]))[0]]  # fmt: skip
+            print(f"families of {champs[-1]} below their night-0 95% interval: {below or 'none'}")
+    print("\nWall time by stage (seconds):")
+    stages = [*STAGES, "night"]
+    print(f"{'night':<8}" + "".join(f"{s:>10}" for s in stages))
+    for n in nights:
+        print(f"{n['night']:<8}" + "".join(f"{n['seconds'].get(s, 0):>10.0f}" for s in stages))
     return 0
 
 

@@ -66,6 +66,12 @@ class CollectSettings(BaseModel):
         0.0, ge=0, description="a checkpoint's sampling temperature (0: greedy)"
     )
     shards: int = Field(2, gt=0, description="rollout tasks fanned out through the task runner")
+    concurrency: int = Field(
+        16,
+        gt=0,
+        description="episodes in flight per rollout task (a checkpoint's turns are decoded as "
+        "one batch; the same episodes at any value)",
+    )
     max_steps: int | None = Field(None, gt=0, description="step limit (default: the env's)")
 
     def sources(self) -> list[TaskSource]:
@@ -121,6 +127,7 @@ def run_collect(p: CollectParams, store_url: str) -> CollectReport:
                     shard=len(futures),
                     max_steps=p.max_steps,
                     temperature=p.temperature,
+                    concurrency=p.concurrency,
                 )
             )
     manifest = dedup_trajectories(store_url, futures, stage="collect", n_shards=len(futures))

@@ -72,9 +72,11 @@ def collect_episodes(
     max_steps: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
     temperature: float = 0.0,
+    concurrency: int = 1,
 ) -> Staged:
     """Run ``n_episodes`` episodes of ``agent`` in ``env_id`` and stage them as a raw log blob
-    (a checkpoint agent samples at ``temperature``, seeded by ``seed``)."""
+    (a checkpoint agent samples at ``temperature``, seeded by ``seed``; ``concurrency``
+    episodes at once, a checkpoint's turns decoded as one batch)."""
     from knowlyr.rollout import collect
 
     trajs = collect(
@@ -85,6 +87,7 @@ def collect_episodes(
         seed=seed,
         max_steps=max_steps,
         env_kwargs=with_store(env_id, store_url, env_kwargs),
+        concurrency=max(1, min(concurrency, n_episodes)),
     )
     blob = stage_trajectories(Store.open(store_url), trajs)
     ok = sum(bool(t.outcome.success) for t in trajs)

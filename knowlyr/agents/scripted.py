@@ -225,6 +225,21 @@ class ConversationExpert(ScriptedExpert):
             "respond", "Confirm the change.", text=f"Done: your shipping address is now {address}."
         )
 
+    def _item_order(self, instr: str, obs: str) -> Action:
+        # the back office shows which order holds the item: the expert opens that one directly
+        oid, item = self.task.data["order_id"], self.task.data["item"]
+        if self.t == 0:
+            email = _EMAIL.search(instr).group(0).rstrip(".")
+            return _a("query_stats", "Find the customer's orders.", email=email)
+        if self.t == 1:
+            return _a("query_stats", f"Open order {oid}.", order_id=oid)
+        status = re.search(r"status=(\w+)", obs).group(1)
+        return _a(
+            "respond",
+            f"It holds the {item}; it is {status}.",
+            text=f"Your {item} order {oid} is {status}.",
+        )
+
     def _return_policy(self, instr: str, obs: str) -> Action:
         topic = next(v for k, v in _TOPIC_WORDS.items() if k in instr)
         if self.t == 0:

@@ -6,7 +6,7 @@ Built-in suites (outcomes are checked by code, never by string luck):
   sandbox after ``submit``.
 - ``conversation``: customer service over a seeded order / account database (families
   ``order_status``, ``latest_order``, ``refund``, ``address_change``, ``return_policy``,
-  ``cancel_order``).
+  ``cancel_order``, ``item_order``).
 - ``engineering``, ``advisory``, ``discussion``: questions grounded in a generated knowledge
   base (and, for engineering, a small repository with a git history).
 

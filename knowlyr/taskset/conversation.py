@@ -13,6 +13,14 @@ Families (``task.family``):
 - ``return_policy``: look up a number in the help center (``web_search``) and state it.
 - ``cancel_order``: cancel through ``send_message(to="shipping", action="cancel")`` only
   while the order is pending or processing (policy); otherwise explain its status.
+- ``item_order``: "What's the status of my blender order?" A multi-step lookup with
+  distractors: the account's order list (by email) shows ids, dates and statuses but not
+  items, so the agent opens orders until it finds the one holding the item, then answers
+  with its id and status. The expert demonstrates it from the back office: it knows which
+  order holds the item and opens that one directly, as an operator with the order screen in
+  front of them would. A policy that imitates it guesses which order to open (right about
+  one time in three); an attempt that opens another order after a wrong one succeeds, and
+  that is what a loop learning from its own attempts can pick up and imitation cannot.
 
 The outcome is checked against the database and the reply (:func:`evaluate_conversation`):
 every expected fact must appear as a whole token, no distractor may appear, required state
@@ -69,6 +77,7 @@ FAMILY_SIZES = {
     "address_change": 2_000,
     "return_policy": 2_000,
     "cancel_order": 2_000,
+    "item_order": 2_000,
 }
 _ID_CHARS = string.ascii_uppercase + string.digits
 
@@ -210,7 +219,7 @@ def evaluate_conversation(task: Task, db: ServiceDB, answer: str | None) -> dict
 
 
 class ConversationSuite(Suite):
-    """Customer-service tasks: six families, 20,000 tasks (10,000 of them ``order_status``)."""
+    """Customer-service tasks: seven families, 22,000 tasks (10,000 of them ``order_status``)."""
 
     name = "conversation"
     domain = "conversation"
@@ -412,6 +421,45 @@ class ConversationSuite(Suite):
                 {"tool": "respond", "params": {"text": answer}},
             ],
             data={"articles": articles, "topic": topic},
+        )
+
+    def _item_order(self, task_id: str, rng: random.Random) -> Task:
+        db = self._people(rng, rng.randint(2, 4), (1, 2))
+        uid = rng.choice(sorted(db["users"]))
+        # the customer has three orders of three different items, one of them the one asked for
+        for oid in [o for o, rec in db["orders"].items() if rec["user"] == uid]:
+            del db["orders"][oid]
+        taken = set(db["orders"])
+        items = rng.sample(ITEMS, 3)
+        mine = []
+        for item in items:
+            oid = _order_id(rng, taken)
+            db["orders"][oid] = {
+                "status": rng.choice(STATUSES),
+                "item": item,
+                "total": round(rng.uniform(5, 300), 2),
+                "date": f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+                "user": uid,
+            }
+            mine.append(oid)
+        i = rng.randrange(3)
+        oid, item = mine[i], items[i]
+        status = db["orders"][oid]["status"]
+        email = db["users"][uid]["email"]
+        answer = f"Your {item} order {oid} is {status}."
+        return self._task(
+            task_id,
+            "item_order",
+            f"Hi, I'm {email}. What's the status of my {item} order?",
+            expected_facts=[oid, status],
+            forbidden_facts=[o for o in mine if o != oid],
+            reference_answer=answer,
+            reference_solution=[
+                {"tool": "query_stats", "params": {"email": email}},
+                {"tool": "query_stats", "params": {"order_id": oid}},
+                {"tool": "respond", "params": {"text": answer}},
+            ],
+            data={**db, "user_id": uid, "order_id": oid, "item": item},
         )
 
     def _cancel_order(self, task_id: str, rng: random.Random) -> Task:

@@ -35,7 +35,9 @@ __all__ = [
     "bootstrap_ci",
     "compare_agents",
     "evaluate_agent",
+    "fisher_greater",
     "leaderboard_from_store",
+    "wilson_interval",
 ]
 
 
@@ -67,15 +69,36 @@ class EvalResult:
 
     def success_ci(self, *, level: float = 0.95) -> tuple[float, float]:
         """Wilson score interval of the success rate."""
-        from scipy.stats import norm
+        return wilson_interval(sum(self.successes), self.n, level=level)
 
-        if not self.n:
-            return (0.0, 1.0)
-        z = float(norm.ppf(0.5 + level / 2))
-        p, n = self.success_rate, self.n
-        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        return (max(0.0, centre - half), min(1.0, centre + half))
+    def by_family(self) -> dict[str, EvalResult]:
+        """This result split by the task family of each episode (families in first-seen order;
+        a task id the task sets do not know counts under ``"?"``)."""
+        from knowlyr.taskset import get_task
+
+        groups: dict[str, list[int]] = {}
+        for i, tid in enumerate(self.task_ids):
+            try:
+                family = get_task(tid).family or "?"
+            except Exception:
+                family = "?"
+            groups.setdefault(family, []).append(i)
+
+        def pick(xs: list[Any], idx: list[int]) -> list[Any]:
+            return [xs[i] for i in idx] if xs else []
+
+        return {
+            fam: EvalResult(
+                agent=self.agent,
+                env_id=self.env_id,
+                task_ids=pick(self.task_ids, idx),
+                successes=pick(self.successes, idx),
+                rewards=pick(self.rewards, idx),
+                steps=pick(self.steps, idx),
+                seeds=pick(self.seeds, idx),
+            )
+            for fam, idx in groups.items()
+        }
 
     def to_rows(self, eval_id: str) -> list[dict[str, Any]]:
         """One ``evaluations`` row per episode (the store's declared columns)."""
@@ -182,6 +205,37 @@ def evaluate_agent(
         trajectories=trajs if keep_trajectories else [],
         seeds=[int(t.metadata.get("seed", seed + i)) for i, t in enumerate(trajs)],
     )
+
+
+def wilson_interval(k: int, n: int, *, level: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of ``k`` successes in ``n`` trials.
+
+    Example:
+        >>> [round(x, 3) for x in wilson_interval(45, 100)]
+        [0.356, 0.548]
+    """
+    from scipy.stats import norm
+
+    if n <= 0:
+        return (0.0, 1.0)
+    z = float(norm.ppf(0.5 + level / 2))
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def fisher_greater(a: Sequence[bool], b: Sequence[bool]) -> float:
+    """One-sided Fisher exact p-value that ``a``'s success rate is above ``b``'s.
+
+    Example:
+        >>> fisher_greater([True] * 30 + [False] * 10, [True] * 10 + [False] * 30) < 1e-4
+        True
+    """
+    from scipy.stats import fisher_exact
+
+    table = [[sum(a), len(a) - sum(a)], [sum(b), len(b) - sum(b)]]
+    return float(fisher_exact(table, alternative="greater")[1])
 
 
 def _reward(t: Trajectory) -> float:
