@@ -182,10 +182,13 @@ def build_tiny_model(
 
 
 def dataset_texts(dataset: Any, *, limit: int = 200, template: str = "compact_tools") -> list[str]:
-    """Rendered conversations of an exported dataset (the text a tokenizer should learn)."""
+    """Rendered conversations of an exported dataset (the text a tokenizer should learn):
+    ``limit`` rows spread evenly over the dataset, so a dataset that lists one task family
+    after another teaches the tokenizer every family's words."""
     tok = build_tiny_tokenizer(None, template=template)
     out = []
-    for i in range(min(limit, len(dataset))):
+    n = len(dataset)
+    for i in sorted({k * n // limit for k in range(limit)}) if n > limit else range(n):
         row = dataset[i]
         msgs = row.get("messages") or [*row.get("prompt", []), *row.get("chosen", [])]
         out.append(tok.apply_chat_template(msgs, tools=row.get("tools"), tokenize=False))
