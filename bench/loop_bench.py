@@ -107,13 +107,20 @@ def stage_seconds(flow_run_id: Any) -> dict[str, float]:
         flow_run = client.read_flow_run(flow_run_id)
     out = {}
     for stage, prefixes in STAGES.items():
-        mine = [r for r in runs if r.name.startswith(prefixes) and r.start_time and r.end_time]
+        mine = [r for r in runs if _stage_of(r.name) == stage and r.start_time and r.end_time]
         if mine:
             start = min(r.start_time for r in mine)
             out[stage] = (max(r.end_time for r in mine) - start).total_seconds()
     if flow_run.start_time and flow_run.end_time:
         out["night"] = (flow_run.end_time - flow_run.start_time).total_seconds()
     return out
+
+
+def _stage_of(task_run: str) -> str | None:
+    """The stage a task run belongs to (the held-out sample is the evaluation's)."""
+    if task_run.startswith("sample-") and "-heldout-" in task_run:
+        return "evaluate"
+    return next((s for s, pre in STAGES.items() if task_run.startswith(pre)), None)
 
 
 def run_night(params: IterateParams, night: int) -> dict[str, Any]:

@@ -29,7 +29,12 @@ class EvalParams(BaseModel):
     episodes: int = Field(100, gt=0, description="held-out tasks (one episode each)")
     seed: int = Field(50_000, description="held-out sample seed (fixed: comparable across nights)")
     max_steps: int = Field(3, gt=0, description="step limit per evaluation episode")
-    max_new_tokens: int = Field(48, gt=0, description="generation limit per turn")
+    max_new_tokens: int = Field(
+        96,
+        gt=0,
+        description="generation limit per turn (the mix's longest expert turn is ~80 tiny-model "
+        "tokens: a lower limit cuts correct answers off)",
+    )
     temperature: float = Field(
         0.0, ge=0, description="0: greedy; > 0: the sampled policy, e.g. the collection's 1.0"
     )

@@ -109,7 +109,7 @@ def evaluate_policy(
     n_episodes: int,
     seed: int,
     max_steps: int = 3,
-    max_new_tokens: int = 48,
+    max_new_tokens: int = 96,
     temperature: float = 0.0,
 ) -> EvalSummary:
     """Run a checkpoint on the held-out tasks (greedily, or sampled at ``temperature``) and
