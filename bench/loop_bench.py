@@ -106,7 +106,7 @@ def stage_seconds(flow_run_id: Any) -> dict[str, float]:
         )
         flow_run = client.read_flow_run(flow_run_id)
     out = {}
-    for stage, prefixes in STAGES.items():
+    for stage in STAGES:
         mine = [r for r in runs if _stage_of(r.name) == stage and r.start_time and r.end_time]
         if mine:
             start = min(r.start_time for r in mine)
