@@ -30,7 +30,17 @@ from typing import Any
 from knowlyr._threads import one_thread, small_cpu_model
 from knowlyr.errors import ConfigError
 
-__all__ = ["BatchedGenerator", "resolve_device"]
+__all__ = ["BatchedGenerator", "check_sampling", "resolve_device"]
+
+
+def check_sampling(max_new_tokens: int, temperature: float, top_p: float) -> None:
+    """Raise a :class:`ConfigError` naming the first bad generation setting."""
+    if max_new_tokens < 1:
+        raise ConfigError(f"max_new_tokens must be positive, got {max_new_tokens}")
+    if temperature < 0:
+        raise ConfigError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
+    if not 0 < top_p <= 1:
+        raise ConfigError(f"top_p must be in (0, 1], got {top_p}")
 
 
 def resolve_device(device: str | None = "auto") -> str:
@@ -113,12 +123,7 @@ class BatchedGenerator:
         Greedy when ``temperature`` is 0, else sampled from this request's own generator
         seeded with ``seed``. Blocks until the batch holding the request is decoded.
         """
-        if max_new_tokens < 1:
-            raise ConfigError(f"max_new_tokens must be positive, got {max_new_tokens}")
-        if temperature < 0:
-            raise ConfigError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
-        if not 0 < top_p <= 1:
-            raise ConfigError(f"top_p must be in (0, 1], got {top_p}")
+        check_sampling(max_new_tokens, temperature, top_p)
         if not len(input_ids):
             raise ConfigError("input_ids must not be empty")
         req = _Request(list(map(int, input_ids)), max_new_tokens, temperature, top_p, seed)

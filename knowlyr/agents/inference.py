@@ -30,7 +30,7 @@ from knowlyr.agents.action_format import (
     parse_action_text,
 )
 from knowlyr.agents.base import Agent
-from knowlyr.agents.batching import BatchedGenerator, resolve_device
+from knowlyr.agents.batching import BatchedGenerator, check_sampling, resolve_device
 from knowlyr.core.env import Action
 from knowlyr.errors import ConfigError
 
@@ -103,12 +103,7 @@ class AgentInference:
         top_p: float = 1.0,
         max_batch: int = 32,
     ):
-        if max_new_tokens < 1:
-            raise ConfigError(f"max_new_tokens must be positive, got {max_new_tokens}")
-        if temperature < 0:
-            raise ConfigError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
-        if not 0 < top_p <= 1:
-            raise ConfigError(f"top_p must be in (0, 1], got {top_p}")
+        check_sampling(max_new_tokens, temperature, top_p)
         self.temperature = temperature
         self.top_p = top_p
         self.model = model
