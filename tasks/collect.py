@@ -79,16 +79,20 @@ def collect_episodes(
     episodes at once, a checkpoint's turns decoded as one batch)."""
     from knowlyr.rollout import collect
 
-    trajs = collect(
-        env_id,
-        agent_factory(agent, seed=seed, temperature=temperature),
-        n_episodes,
-        tasks=task_ids or None,
-        seed=seed,
-        max_steps=max_steps,
-        env_kwargs=with_store(env_id, store_url, env_kwargs),
-        concurrency=max(1, min(concurrency, n_episodes)),
-    )
+    factory = agent_factory(agent, seed=seed, temperature=temperature)
+    try:
+        trajs = collect(
+            env_id,
+            factory,
+            n_episodes,
+            tasks=task_ids or None,
+            seed=seed,
+            max_steps=max_steps,
+            env_kwargs=with_store(env_id, store_url, env_kwargs),
+            concurrency=max(1, min(concurrency, n_episodes)),
+        )
+    finally:
+        getattr(factory, "close", lambda: None)()
     blob = stage_trajectories(Store.open(store_url), trajs)
     ok = sum(bool(t.outcome.success) for t in trajs)
     return Staged(

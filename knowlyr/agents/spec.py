@@ -34,6 +34,9 @@ def agent_factory(
             attempts per task samples, e.g. 1.0); an API agent's ``temperature`` when above 0.
         max_new_tokens: a checkpoint's generation limit per turn.
 
+    A ``checkpoint:`` factory loads the model once, on its first call; every agent it makes
+    shares it (their turns are decoded in one batch), and its ``close()`` frees it.
+
     Raises:
         ValueError: ``agent`` names none of these.
         ConfigError: an API agent without its API key (checked once, here).
@@ -82,6 +85,12 @@ def agent_factory(
                     )
             return bridge[0].create_agent(name=f"checkpoint:{name}", seed=seed)
 
+        def close() -> None:
+            with lock:
+                if bridge:
+                    bridge.pop().close()
+
+        model_agent.close = close  # type: ignore[attr-defined]
         return model_agent
     if kind in ("openai", "anthropic") and arg:
         from knowlyr.agents.api import split_base_url

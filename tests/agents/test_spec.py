@@ -39,3 +39,20 @@ def test_noisy_spec_takes_its_flaws_and_names_the_recorded_prefix():
         agent_factory("noisy:0.5:sulk")
     with pytest.raises(ValueError, match="agent must be"):
         recorded_prefix("sulky")
+
+
+def test_a_checkpoint_factory_loads_the_model_once_and_close_frees_it(tmp_path):
+    from knowlyr.errors import ConfigError
+    from knowlyr.train.models import build_tiny_model, save_model
+
+    model, tok = build_tiny_model(["order K3Z9Q has shipped"], hidden_size=32, seed=0)
+    save_model(model, tok, tmp_path / "m")
+    factory = agent_factory(f"checkpoint:{tmp_path / 'm'}", seed=3, temperature=1.0)
+    a, b = factory(), factory()
+    assert a is not b and a.inference is b.inference  # one model, one batched generator
+    assert a.name == "checkpoint:m" and a.seed == 3 and a.inference.temperature == 1.0
+    factory.close()
+    with pytest.raises(ConfigError, match="closed"):
+        a.inference.batcher.generate([1, 2], max_new_tokens=2)
+    assert factory().inference is not a.inference  # a later call loads it again
+    factory.close()
