@@ -177,7 +177,9 @@ def test_a_night_with_nothing_to_learn_keeps_the_champion_and_says_why(store_url
     trains nothing, reports why and leaves the champion in place."""
     from knowlyr.train.promotion import PromotionDecision, record_promotion
 
-    params = IterateParams.small(store_url=store_url)
+    # seeds no other flow test uses: the harness's task cache is shared by a worker's tests,
+    # and a task sample drawn by another test would be a cache hit here (or this one there)
+    params = IterateParams.small(store_url=store_url, seed=41)
     params.warmup.train = params.warmup.train.model_copy(update={"epochs": 0.05, "restarts": 1,
                                                                 "target_eval_loss": None})  # fmt: skip
     night0, _, _ = _run(params)
@@ -192,7 +194,7 @@ def test_a_night_with_nothing_to_learn_keeps_the_champion_and_says_why(store_url
         evaluations_version=10_000,
     )
     promotions = store.count("promotions")
-    night1, states, _ = _run(params.model_copy(update={"seed": 1}))
+    night1, states, _ = _run(params.model_copy(update={"seed": 42}))
     assert not night1.warmup and night1.collect.successes == 0 and night1.dataset.rows == 0
     assert night1.candidate is None and night1.decision is None
     assert night1.outcome.startswith("nothing to learn from tonight") and "stays" in night1.outcome
