@@ -42,6 +42,11 @@ def main() -> int:
     )
     ap.add_argument("--warmup-steps", type=int, default=0)
     ap.add_argument(
+        "--sampler", default="random", help="train_sampling_strategy (e.g. group_by_length)"
+    )
+    ap.add_argument("--max-steps", type=int, default=5, help="tool calls per evaluation episode")
+    ap.add_argument("--max-new-tokens", type=int, default=96, help="generation limit per turn")
+    ap.add_argument(
         "--save-every", type=int, default=0, help="checkpoint every N steps (0: end only)"
     )
     ap.add_argument("--eval", type=int, default=20, help="held-out tasks per family")
@@ -88,7 +93,7 @@ def main() -> int:
         num_train_epochs=args.epochs, logging_steps=max(1, len(ds) // args.batch),
         disable_tqdm=True, seed=args.seed, lr_scheduler_type=args.schedule,
         warmup_steps=args.warmup_steps, save_strategy="steps" if args.save_every else "no",
-        save_steps=args.save_every or 500,
+        save_steps=args.save_every or 500, train_sampling_strategy=args.sampler,
     )  # fmt: skip
     t0 = time.perf_counter()
     result = train_sft(ds, model, tok, config)
@@ -98,11 +103,11 @@ def main() -> int:
     for folder in [*folders, result.path]:
         if folder != result.path:
             shutil.copy(os.path.join(result.path, MARKER_FILE), folder)
-        bridge = AgentInference.from_pretrained(folder, max_new_tokens=96)
+        bridge = AgentInference.from_pretrained(folder, max_new_tokens=args.max_new_tokens)
         cells, wins, n = [], 0, 0
         for env_id, family in families:
             ev = evaluate_agent(env_id, lambda b=bridge: b.create_agent(), n_episodes=args.eval,
-                                seed=50_000, max_steps=5, concurrency=32,
+                                seed=50_000, max_steps=args.max_steps, concurrency=32,
                                 env_kwargs={"family": family, "split": "heldout"})  # fmt: skip
             cells.append(f"{ev.success_rate:>10.0%}")
             wins, n = wins + sum(ev.successes), n + ev.n

@@ -80,7 +80,7 @@ class EvalResult:
         for i, tid in enumerate(self.task_ids):
             try:
                 family = get_task(tid).family or "?"
-            except Exception:
+            except ConfigError:  # not a task of any suite or loaded set
                 family = "?"
             groups.setdefault(family, []).append(i)
 

@@ -110,3 +110,24 @@ def test_evaluations_and_datasets_land_in_the_store(tmp_path, expert_and_random)
     assert store.count("datasets") == 1 and m2.version == m1.version
     res.to_store(store, name="sft-order-status-again")  # another name: its rows are not copied
     assert store.count("dataset_rows") == len(good) and store.count("datasets") == 2
+
+
+def test_results_split_by_family_and_the_interval_and_test_the_bench_reports():
+    from knowlyr.train.evaluation import EvalResult, fisher_greater, wilson_interval
+
+    ids = ["conversation-order_status-00001", "conversation-item_order-00002",
+           "conversation-order_status-00003", "not-a-task"]  # fmt: skip
+    res = EvalResult("a", "knowlyr/conversation", ids, [True, False, False, True],
+                     [1.0, 0.0, 0.0, 1.0], [2, 3, 2, 1], seeds=[5, 6, 7, 8])  # fmt: skip
+    parts = res.by_family()
+    assert list(parts) == ["order_status", "item_order", "?"]
+    assert parts["order_status"].successes == [True, False] and parts["order_status"].seeds == [
+        5,
+        7,
+    ]
+    assert parts["?"].task_ids == ["not-a-task"]
+    lo, hi = wilson_interval(45, 100)
+    assert (round(lo, 3), round(hi, 3)) == (0.356, 0.548)  # the textbook Wilson interval
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert fisher_greater([True] * 30 + [False] * 10, [True] * 10 + [False] * 30) < 1e-4
+    assert fisher_greater([True] * 10 + [False] * 30, [True] * 30 + [False] * 10) > 0.99
