@@ -100,11 +100,17 @@ def _report_rejected(r: dict[str, Any]) -> None:
 
 @reward_app.command("score")
 def score(
-    paths: list[Path] = typer.Argument(
-        ..., help="Agent logs (any recorder format) or our Trajectory JSONL."
+    paths: list[Path] | None = typer.Argument(
+        None,
+        help="Agent logs (any recorder format) or our Trajectory JSONL. None, with --store: "
+        "the store's own trajectories.",
     ),
-    domain: str = typer.Option(
-        "generic", "--domain", "-d", help="Domain profile name or profile file."
+    domain: str | None = typer.Option(
+        None,
+        "--domain",
+        "-d",
+        help="Domain profile name or profile file (default: 'generic' for PATHS; each "
+        "trajectory's own domain for a store's trajectories, as the reward flow).",
     ),
     judge: str | None = typer.Option(
         None, "--judge", help="Add the LLM judge: anthropic:MODEL, openai:MODEL or hf:PATH."
@@ -129,7 +135,15 @@ def score(
     ),
     format: str | None = typer.Option(None, "--format", "-f", help="Force a recorder format."),
     store: str | None = typer.Option(
-        None, "--store", "-s", help="Also append the rewards to this store."
+        None,
+        "--store",
+        "-s",
+        help="Append the rewards to this store; trajectories it holds are scored with its "
+        "outcomes (evaluation labels included). Without PATHS: score the store's own "
+        "trajectories that have no reward under the config yet (what the reward flow runs).",
+    ),
+    version: int | None = typer.Option(
+        None, "--version", help="Trajectories version of --store to score (default: latest)."
     ),
     out: Path | None = typer.Option(
         None, "-o", "--output", help="Write the JSON here instead of stdout."
@@ -142,10 +156,27 @@ def score(
         "this process).",
     ),
 ) -> None:
-    """Per-step and total rewards for every trajectory in PATH, as JSON."""
+    """Per-step and total rewards for every trajectory in PATHS (or in --store), as JSON.
+
+    A total depends on the config (its hash: profile, layers, weights, judge, calibration,
+    outcome weight) and on the trajectory's outcome, which each reward records as
+    `success`: a store's labels win over a log's own outcome, so one config hash gives one
+    total per trajectory, here and in the reward flow."""
     from knowlyr.errors import KnowlyrError
     from knowlyr.reward.engine import RewardEngine, dump_rewards
 
+    if not paths:
+        if not store:
+            raise typer.BadParameter(
+                "give PATHS (agent logs or trajectory JSONL) to score, or --store S to score "
+                "the store's own trajectories"
+            )
+        _score_store(store, version, domain, judge, judge_base_url, concurrency, judge_cache,
+                     weights, calibration, outcome_weight, out)  # fmt: skip
+        return
+    if version is not None:
+        raise typer.BadParameter("--version picks the store's trajectories: give it without PATHS")
+    domain = domain or "generic"
     lacking = 0
     try:
         cal = None
@@ -154,17 +185,7 @@ def score(
             from knowlyr.store import Store
 
             cal = load_calibration(calibration, store=Store.open(store) if store else None)
-        judge_obj = None
-        if judge:
-            from knowlyr.reward.judge import LLMJudge, make_backend
-
-            kw = (
-                {"base_url": judge_base_url}
-                if judge_base_url and not judge.startswith("hf:")
-                else {}
-            )
-            judge_obj = LLMJudge(make_backend(judge, **kw), profile=domain, concurrency=concurrency,
-                                 cache=judge_cache)  # fmt: skip
+        judge_obj = _judge(judge, judge_base_url, domain, concurrency, judge_cache)
         engine = RewardEngine(
             domain,
             layers=("rules", "judge") if judge_obj else ("rules",),
@@ -184,6 +205,8 @@ def score(
             scored, rejected = _score_streaming(paths, engine, format, sink, out, workers)
         else:
             trajs, rejected = _read(paths, format)
+            if sink is not None:
+                trajs = _with_stored_outcomes(sink, trajs)
             rewards = engine.score(trajs)
             if sink is not None:
                 engine.save(sink, rewards)
@@ -211,6 +234,124 @@ def score(
             err=True,
         )
         raise typer.Exit(1)
+
+
+def _judge(
+    spec: str | None, base_url: str | None, domain: str, concurrency: int, cache: Path | None
+) -> Any:
+    """The LLM judge of ``--judge`` (None without one)."""
+    if not spec:
+        return None
+    from knowlyr.reward.judge import LLMJudge, make_backend
+
+    kw = {"base_url": base_url} if base_url and not spec.startswith("hf:") else {}
+    return LLMJudge(make_backend(spec, **kw), profile=domain, concurrency=concurrency, cache=cache)
+
+
+def _with_stored_outcomes(store: Any, trajs: list) -> list:
+    """``trajs`` with the outcome the store holds (labels included) for those it holds."""
+    from knowlyr.reward.store_io import stored_outcomes
+    from knowlyr.trajectory import Outcome
+
+    outcomes = stored_outcomes(store, [t.id for t in trajs])
+    return [
+        t.model_copy(update={"outcome": Outcome.model_validate(outcomes[t.id])})
+        if t.id in outcomes
+        else t
+        for t in trajs
+    ]
+
+
+def _score_store(
+    url: str,
+    version: int | None,
+    domain: str | None,
+    judge: str | None,
+    judge_base_url: str | None,
+    concurrency: int,
+    judge_cache: Path | None,
+    weights: str | None,
+    calibration: str | None,
+    outcome_weight: float | None,
+    out: Path | None,
+) -> None:
+    """``reward score --store S`` without paths: :func:`~knowlyr.reward.store_io.score_unscored`
+    (the reward flow's task), then the rewards of every trajectory of the version under the
+    config, as the JSON document of files."""
+    import polars as pl
+
+    from knowlyr.errors import KnowlyrError
+    from knowlyr.reward.store_io import engine_for, load_calibration, score_unscored
+    from knowlyr.reward.stream import RewardsWriter, reward_dicts
+    from knowlyr.store import Store
+
+    try:
+        store = Store.open(url)
+        v = store.version("trajectories") if version is None else version
+        if v is None:
+            raise KnowlyrError(
+                f"the store {store.url} has no trajectories yet: run `knowlyr ingest LOGS "
+                f"--store {url}` first, or give PATHS"
+            )
+        cal = load_calibration(calibration, store=store) if calibration else None
+        judge_obj = _judge(judge, judge_base_url, domain or "generic", concurrency, judge_cache)
+        res = score_unscored(
+            store,
+            trajectories_version=v,
+            profile=domain,
+            layers=("rules", "judge") if judge_obj else ("rules",),
+            judge=judge_obj,
+            weights=_weights(weights),
+            outcome_weight=outcome_weight,
+            calibration=cal,
+        )
+        ids = store.read("trajectories", version=v, columns=["id", "domain"])
+        rows = (
+            store.read("rewards", filter=pl.col("config_hash").is_in(res.config_hashes))
+            .join(ids.select("id"), left_on="trajectory_id", right_on="id", how="semi")
+            .sort("task_id", "trajectory_id")
+        )
+        configs = {
+            e.config_hash: e.config
+            for e in (
+                engine_for(d, profile=domain, layers=("rules", "judge") if judge_obj else ("rules",),
+                           judge=judge_obj, weights=_weights(weights),
+                           outcome_weight=outcome_weight, calibration=cal)
+                for d in ids["domain"].unique().to_list()
+            )
+        }  # fmt: skip
+        one = len(configs) == 1
+        extra = {
+            "config": next(iter(configs.values())) if one else None,
+            "config_hash": next(iter(configs)) if one else None,
+            "configs": configs,
+            "store": store.url,
+            "trajectories_version": v,
+            "judge_usage": judge_obj.usage.to_dict() if judge_obj else None,
+            "rejected": [],
+        }
+        if out is None:
+            writer = RewardsWriter(sys.stdout.buffer, **extra)
+            writer.add(reward_dicts(rows))
+            writer.close()
+            sys.stdout.buffer.write(b"\n")
+            sys.stdout.flush()
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with open(out, "wb") as f:
+                writer = RewardsWriter(f, **extra)
+                writer.add(reward_dicts(rows))
+                writer.close()
+            typer.echo(f"wrote {out}", err=True)
+    except (KnowlyrError, ValueError, OSError) as e:
+        raise _fail(e) from e
+    new = len(res.trajectory_ids)
+    replaced = f", {res.replaced} of them again as their outcome changed" if res.replaced else ""
+    typer.echo(
+        f"scored {new} trajectories of {store.url} trajectories@{v}{replaced} "
+        f"({rows.height - new} already scored), config {', '.join(res.config_hashes)}",
+        err=True,
+    )
 
 
 @reward_app.command("preferences")

@@ -387,26 +387,36 @@ class RewardEngine:
             :16
         ]
 
-    def score(self, trajectories: Sequence[Trajectory]) -> list[TrajectoryReward]:
-        """Score a batch (the judge layer runs its own event loop; see :meth:`ascore`)."""
+    def score(
+        self, trajectories: Sequence[Trajectory], *, population: pl.DataFrame | None = None
+    ) -> list[TrajectoryReward]:
+        """Score a batch (the judge layer runs its own event loop; see :meth:`ascore`).
+        ``population``: see :func:`~knowlyr.reward.rules.score_documents`."""
         if self.judge is None:
-            return self._combine(trajectories, None)
+            return self._combine(trajectories, None, population)
         judged = self.judge.judge(trajectories)
-        return self._combine(trajectories, judged)
+        return self._combine(trajectories, judged, population)
 
-    async def ascore(self, trajectories: Sequence[Trajectory]) -> list[TrajectoryReward]:
+    async def ascore(
+        self, trajectories: Sequence[Trajectory], *, population: pl.DataFrame | None = None
+    ) -> list[TrajectoryReward]:
         """:meth:`score` inside a running event loop."""
         judged = await self.judge.ajudge(trajectories) if self.judge is not None else None
-        return self._combine(trajectories, judged)
+        return self._combine(trajectories, judged, population)
 
     @paused()
-    def _combine(self, trajectories: Sequence[Trajectory], judged: Any) -> list[TrajectoryReward]:
+    def _combine(
+        self,
+        trajectories: Sequence[Trajectory],
+        judged: Any,
+        population: pl.DataFrame | None = None,
+    ) -> list[TrajectoryReward]:
         import numpy as np
 
         from knowlyr.reward.combine import RubricBlock, rubric_scores
 
         info = trajectory_info(trajectories)
-        block, references = self._rule_block(trajectories)
+        block, references = self._rule_block(trajectories, population)
         n = len(trajectories)
         rationales: list[list[str | None]] = [[None] * k for k in info.lengths.tolist()]
         errors: list[list[str | None]] = [[None] * k for k in info.lengths.tolist()]
@@ -487,7 +497,7 @@ class RewardEngine:
 
             with paused():
                 models = [Trajectory.model_validate(d) for d in documents]
-            return rewards_frame(self.score(models))
+            return rewards_frame(self.score(models, population=population))
         with paused():
             info = document_info(documents)
             columns, references = [], None
@@ -501,14 +511,17 @@ class RewardEngine:
             c = self.combine(columns, info, references)
             return reward_rows(c, info, columns, config_hash=self.config_hash)
 
-    def _rule_block(self, trajectories: Sequence[Trajectory]) -> tuple[RubricBlock | None, Any]:
+    def _rule_block(
+        self, trajectories: Sequence[Trajectory], population: pl.DataFrame | None = None
+    ) -> tuple[RubricBlock | None, Any]:
         """The rule rubrics' scores and each trajectory's reference length (NaN: none);
         ``(None, None)`` without the rules layer or trajectories."""
         if "rules" not in self.layers or not trajectories:
             return None, None
         from knowlyr.reward.rules import score_rules
 
-        return take_rule_block(score_rules(trajectories, self.profile), len(trajectories))
+        df = score_rules(trajectories, self.profile, population=population)
+        return take_rule_block(df, len(trajectories))
 
     def combine(self, columns: list[tuple[str, Any, Any]], info: TrajectoryInfo, references: Any):
         """:func:`knowlyr.reward.combine.combine` with this engine's weights, rubrics, outcome
@@ -544,13 +557,17 @@ class RewardEngine:
         """Append ``rewards`` (objects, or the rows :meth:`score_documents` made) to the
         store's ``rewards`` table (one Delta transaction).
 
-        Rows are keyed by (trajectory_id, config_hash): re-scoring with the same config adds
-        nothing; changed weights are a new config hash, so new rows. Returns the manifest.
+        Rows are keyed by (trajectory_id, config_hash): re-scoring with the same config and
+        outcome adds nothing; changed weights are a new config hash, so new rows; a row stored
+        with another outcome (a label attached since) is replaced
+        (:func:`~knowlyr.reward.store_io.save_rewards`). Returns the manifest.
         """
         import polars as pl
 
+        from knowlyr.reward.store_io import save_rewards
+
         frame = rewards if isinstance(rewards, pl.DataFrame) else rewards_frame(rewards)
-        return store.append("rewards", frame)
+        return save_rewards(store, frame)
 
 
 def dump_rewards(rewards: Sequence[TrajectoryReward], **extra: Any) -> bytes:

@@ -135,14 +135,17 @@ def rule_scores(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def score_rules(
-    trajectories: Sequence[Trajectory], profile: DomainProfile | str = "generic"
+    trajectories: Sequence[Trajectory],
+    profile: DomainProfile | str = "generic",
+    *,
+    population: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Rule scores for a whole batch: :func:`rule_scores` of :func:`step_table`.
 
     Large batches go through in chunks of about :data:`CHUNK_STEPS` steps, the polars part of
     each chunk running on worker threads (two chunks at once) while Python reads the next (the
     rubrics other than efficiency are per trajectory; efficiency's batch medians are taken over
-    the whole batch).
+    the whole batch, or over ``population``: see :func:`score_documents`).
     Meanwhile the interpreter's GIL switch interval is at most 0.2 ms (restored after).
 
     Example:
@@ -153,7 +156,7 @@ def score_rules(
     profile = get_profile(profile)
     extractor = StepExtractor(profile)
     lengths = [len(t.steps) for t in trajectories]
-    return _score(trajectories, lengths, profile, extractor, extractor.scan)
+    return _score(trajectories, lengths, profile, extractor, extractor.scan, population=population)
 
 
 def score_documents(

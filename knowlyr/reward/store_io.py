@@ -2,7 +2,10 @@
 
 - :func:`engine_for`: the :class:`~knowlyr.reward.engine.RewardEngine` of a domain;
 - :func:`score_unscored`: score the trajectories of one version that have no reward under
-  the engine's config yet (sharded by trajectory id), and save the rewards;
+  the engine's config yet, or whose outcome changed since (a label arrived), sharded by
+  trajectory id, and save the rewards (:func:`save_rewards`);
+- :func:`stored_outcomes`: the outcomes (labels included) the store holds for trajectories,
+  which scoring files into a store uses in place of the logs' own;
 - :func:`preferences_from_store`: preference pairs from the stored rewards of one version;
 - :func:`calibrate_from_store`: fit P(success | facets) on the labelled trajectories of a
   version and store it (:func:`save_calibration`: a blob, a ``calibrations`` row and a
@@ -13,10 +16,10 @@ Usable without any orchestrator: the Prefect reward tasks are thin wrappers arou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from knowlyr._gc import paused
 
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
 
     from knowlyr.reward.calibration import CalibrationMap
     from knowlyr.reward.engine import RewardEngine, TrajectoryReward
+    from knowlyr.reward.judge import LLMJudge
     from knowlyr.reward.outcome_calibration import OutcomeCalibration, OutcomeCalibrationResult
     from knowlyr.store import Manifest, Store
 
@@ -38,7 +42,9 @@ __all__ = [
     "load_calibration",
     "preferences_from_store",
     "save_calibration",
+    "save_rewards",
     "score_unscored",
+    "stored_outcomes",
 ]
 
 
@@ -51,11 +57,14 @@ class ScoreResult:
             domain.
         manifest: the ``rewards`` version written last (None: nothing new to score).
         config_hashes: the reward configs of every domain in the version, sorted.
+        replaced: of the scored trajectories, those whose stored reward under the config
+            was computed with another outcome (a label attached since), now replaced.
     """
 
     rows: list[pl.DataFrame] = field(default_factory=list)
     manifest: Manifest | None = None
     config_hashes: list[str] = field(default_factory=list)
+    replaced: int = 0
 
     @property
     def rewards(self) -> list[TrajectoryReward]:
@@ -82,7 +91,8 @@ def engine_for(
     *,
     profile: str | None = None,
     layers: Sequence[str] = ("rules",),
-    judge: str | None = None,
+    judge: str | LLMJudge | None = None,
+    weights: dict[str, float] | None = None,
     outcome_weight: float | None = None,
     calibration: OutcomeCalibration | CalibrationMap | None = None,
 ) -> RewardEngine:
@@ -102,7 +112,12 @@ def engine_for(
     except (KeyError, ValueError):  # a domain with no profile of its own
         prof = get_profile("generic")
     return RewardEngine(
-        prof, list(layers), judge=judge, outcome_weight=outcome_weight, calibration=calibration
+        prof,
+        list(layers),
+        weights=weights,
+        judge=judge,
+        outcome_weight=outcome_weight,
+        calibration=calibration,
     )
 
 
@@ -112,24 +127,36 @@ def score_unscored(
     trajectories_version: int | None = None,
     profile: str | None = None,
     layers: Sequence[str] = ("rules",),
-    judge: str | None = None,
+    judge: str | LLMJudge | None = None,
+    weights: dict[str, float] | None = None,
     outcome_weight: float | None = None,
     calibration: OutcomeCalibration | CalibrationMap | None = None,
     shard: int = 0,
     n_shards: int = 1,
 ) -> ScoreResult:
-    """Score the trajectories at a version that have no reward under their engine's config.
+    """Score the trajectories at a version that have no reward under their engine's config,
+    or whose reward was computed under another outcome.
 
-    Each domain gets :func:`engine_for`; trajectories already scored under that engine's
-    config hash are skipped, so a re-run scores only what is new. With ``n_shards > 1`` only
-    the trajectories whose id hashes to ``shard`` are scored (fan-out of judge calls).
+    Each domain gets :func:`engine_for`. A trajectory already scored under that engine's
+    config hash is skipped, so a re-run scores only what is new, unless its outcome changed
+    since (a label attached after scoring: the reward's recorded ``success`` differs from the
+    trajectory's): it is scored again and its row replaced (:func:`save_rewards`), so a config
+    hash holds one total per trajectory, the one its current outcome gives. Efficiency's
+    batch medians are taken over every trajectory to score of the domain, whatever the
+    shard, so ``n_shards`` never changes a total. With ``n_shards > 1`` only the trajectories
+    whose id hashes to ``shard`` are scored (fan-out of judge calls).
+
+    This is what the ``reward`` flow and ``knowlyr reward score --store S`` (no paths) run.
 
     Args:
         store: the store to read trajectories from and write rewards to.
         trajectories_version: the ``trajectories`` table version (None: the latest).
         profile: DomainProfile name for every trajectory (None: each one's domain).
         layers: ``"rules"`` and/or ``"judge"``.
-        judge: judge spec such as ``"anthropic:MODEL"`` (judge layer).
+        judge: judge spec such as ``"anthropic:MODEL"``, or an
+            :class:`~knowlyr.reward.judge.LLMJudge` (judge layer).
+        weights: rubric weights overriding the profiles' (see
+            :class:`~knowlyr.reward.engine.RewardEngine`).
         outcome_weight: weight of success in the total (None: each profile's).
         calibration: applied to every domain's totals (see :func:`load_calibration`); its
             version is part of the reward config, so a new calibration scores anew.
@@ -152,30 +179,94 @@ def score_unscored(
         version=trajectories_version,
         columns=["id", "domain", "task_id", "n_steps", "success"],
     )
-    if n_shards > 1:
-        frame = frame.filter(pl.col("id").hash() % n_shards == shard)
     engines = {
         d: engine_for(
             d,
             profile=profile,
             layers=layers,
             judge=judge,
+            weights=weights,
             outcome_weight=outcome_weight,
             calibration=calibration,
         )
         for d in frame["domain"].unique().to_list()
     }
-    scored = store.read("rewards", columns=["trajectory_id", "config_hash"])
-    done = set(zip(scored["trajectory_id"].to_list(), scored["config_hash"].to_list(), strict=True))
+    done = _scored_outcomes(store, sorted({e.config_hash for e in engines.values()}))
     out = ScoreResult(config_hashes=sorted({e.config_hash for e in engines.values()}))
     for domain, engine in engines.items():
         mine = frame.filter(pl.col("domain") == domain)
         config = engine.config_hash
-        todo = mine.filter(pl.Series([(i, config) not in done for i in mine["id"].to_list()]))
+        todo = mine.filter(
+            pl.Series(
+                [
+                    not _is_current(done, (i, config), won)
+                    for i, won in zip(mine["id"].to_list(), mine["success"].to_list(), strict=True)
+                ],
+                dtype=pl.Boolean,
+            )
+        )
+        population = todo.select(task="task_id", n_steps="n_steps", success="success")
+        if n_shards > 1:
+            todo = todo.filter(pl.col("id").hash() % n_shards == shard)
         if todo.height:
-            out.manifest, rows = _score_and_save(store, engine, trajectories_version, todo)
+            out.replaced += sum((i, config) in done for i in todo["id"].to_list())
+            out.manifest, rows = _score_and_save(
+                store, engine, trajectories_version, todo, population
+            )
             out.rows.append(rows)
     return out
+
+
+_NOT_SCORED = object()
+
+
+def _is_current(done: dict[tuple[str, str], Any], key: tuple[str, str], success: Any) -> bool:
+    """Whether a trajectory whose outcome says ``success`` has a reward under ``key``'s config
+    computed with that outcome (a stored reward with another outcome is stale; a trajectory
+    whose ``success`` column is null has no label that could have changed it)."""
+    stored = done.get(key, _NOT_SCORED)
+    return stored is not _NOT_SCORED and (success is None or stored == success)
+
+
+def _scored_outcomes(store: Store, hashes: Sequence[str]) -> dict[tuple[str, str], Any]:
+    """``{(trajectory_id, config_hash): success}`` of the stored rewards under ``hashes``
+    (``success``: the outcome the total was computed with; None on rows written before it
+    was recorded)."""
+    import polars as pl
+
+    if store.version("rewards") is None or not hashes:
+        return {}
+    lf = store.scan("rewards").filter(pl.col("config_hash").is_in(list(hashes)))
+    won = pl.col("success") if "success" in lf.collect_schema().names() else pl.lit(None)
+    rows = lf.select("trajectory_id", "config_hash", won.cast(pl.Boolean).alias("success"))
+    return {(t, c): w for t, c, w in rows.collect().iter_rows()}
+
+
+def save_rewards(store: Store, rows: pl.DataFrame) -> Manifest:
+    """Append rows of the ``rewards`` table (one transaction), keyed by (trajectory_id,
+    config_hash): a row already stored with the same outcome (``success``) adds nothing; one
+    stored with another outcome (a label attached since it was scored) is replaced, so one
+    config hash never holds two totals for a trajectory. The earlier row stays readable at
+    the earlier version (time travel).
+
+    Example:
+        >>> save_rewards(store, RewardEngine("coding").score_documents(docs))  # doctest: +SKIP
+    """
+    import polars as pl
+
+    if not rows.height or store.version("rewards") is None:
+        return store.append("rewards", rows)
+    stored = _scored_outcomes(store, rows["config_hash"].unique().to_list())
+    keys = zip(rows["trajectory_id"].to_list(), rows["config_hash"].to_list(), strict=True)
+    stale = [
+        (k in stored and stored[k] != won) for k, won in zip(keys, rows["success"], strict=True)
+    ]
+    if not any(stale):
+        return store.append("rewards", rows)
+    # the stale rows and the new ones, in one MERGE: matched rows are updated, others inserted
+    keys = zip(rows["trajectory_id"].to_list(), rows["config_hash"].to_list(), strict=True)
+    fresh = [(k not in stored) or s for k, s in zip(keys, stale, strict=True)]
+    return store.append("rewards", rows.filter(pl.Series(fresh)), on_duplicate="update")
 
 
 #: Trajectories scored at once (at least) when the rule layer scores stored documents (1,024
@@ -184,17 +275,22 @@ SCORE_BATCH = 1024
 
 
 def _score_and_save(
-    store: Store, engine: RewardEngine, version: int | None, todo: pl.DataFrame
+    store: Store,
+    engine: RewardEngine,
+    version: int | None,
+    todo: pl.DataFrame,
+    population: pl.DataFrame,
 ) -> tuple[Manifest, pl.DataFrame]:
     """Score the trajectories ``todo`` names (``id``, ``task_id``, ``n_steps``, ``success``)
-    at ``version`` and save the rewards in one transaction.
+    at ``version`` and save the rewards in one transaction (:func:`save_rewards`).
 
     The rule layer reads the stored JSON documents a slice of the table at a time
     (:meth:`~knowlyr.store.Store.iter_data`) and scores :data:`SCORE_BATCH` or more at once,
     no model built (memory: one batch of documents, and the new rows: ~7 KB per 20-step
     trajectory),
-    efficiency's batch medians taken over all of ``todo``, so the numbers are those of one
-    batch. The judge layer and an outcome calibration read models:
+    efficiency's batch medians taken over ``population`` (``task``, ``n_steps``,
+    ``success``), so the numbers are those of one batch. The judge layer and an outcome
+    calibration read models:
     those run on one batch of models, with the cyclic GC on for a judge (it waits on the
     network for long stretches, with many short-lived async objects) and paused otherwise
     (see knowlyr._gc)."""
@@ -207,9 +303,12 @@ def _score_and_save(
     cal = engine.calibration
     if engine.judge is not None or (cal is not None and cal.level == "outcome"):
         with nullcontext() if engine.judge is not None else paused():
-            rows = rewards_frame(engine.score(store.read_trajectories(version=version, ids=ids)))
-        return engine.save(store, rows), rows
-    population = todo.select(task="task_id", n_steps="n_steps", success="success")
+            rows = rewards_frame(
+                engine.score(
+                    store.read_trajectories(version=version, ids=ids), population=population
+                )
+            )
+        return save_rewards(store, rows), rows
     parts, docs = [], []
     for datas in store.iter_data(version=version, filter=pl.col("id").is_in(ids)):
         with paused():
@@ -223,7 +322,36 @@ def _score_and_save(
             parts.append(engine.score_documents(docs, population=population))
     del docs
     rows = pl.concat(parts, rechunk=False)
-    return engine.save(store, rows), rows
+    return save_rewards(store, rows), rows
+
+
+def stored_outcomes(
+    store: Store, ids: Iterable[str], *, version: int | None = None
+) -> dict[str, dict[str, Any]]:
+    """The outcome documents (``Trajectory.outcome`` as JSON, evaluation labels included) of
+    the trajectories among ``ids`` that the store holds at ``version`` (latest by default).
+
+    Scoring logs into a store takes these in place of the logs' own outcomes, so a
+    trajectory's total under a config is the same whether its log or the store's copy was
+    scored.
+
+    Example:
+        >>> stored_outcomes(store, [t.id for t in trajs])  # doctest: +SKIP
+        {'3fa1...': {'success': False, 'resolved': False, 'label_source': 'labels.json'}}
+    """
+    import orjson
+    import polars as pl
+
+    wanted = list(set(ids))
+    if not wanted or store.version("trajectories") is None:
+        return {}
+    rows = (
+        store.scan("trajectories", version=version)
+        .filter(pl.col("id").is_in(wanted))
+        .select("id", outcome=pl.col("data").str.json_path_match("$.outcome"))
+        .collect()
+    )
+    return {i: orjson.loads(o) if o else {} for i, o in rows.iter_rows()}
 
 
 def preferences_from_store(

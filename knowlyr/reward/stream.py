@@ -188,6 +188,9 @@ def score_files(
         format: force a recorder format (None: detected per file).
         store: also append the rewards to this store's ``rewards`` table as they come (one
             transaction per :data:`SAVE_ROWS` rewards; a re-run adds only what is missing).
+            A trajectory the store holds is scored with the store's outcome (evaluation
+            labels included: :func:`~knowlyr.reward.store_io.stored_outcomes`), not its log's,
+            so its total is the one the ``reward`` flow gives under the same config.
         batch_size: trajectories scored at once.
         workers: processes scoring batches at once (``0``: one per CPU; ``knowlyr reward
             score``'s default); one batch, or one worker, scores in this process. Each worker
@@ -223,6 +226,7 @@ def score_files(
         raise ConfigError(f"workers must be >= 0, got {workers}")
     task_at, steps_at, won_at = (TRAJECTORY_ROW.index(c) for c in ("task_id", "n_steps", "success"))
     res = FileScore()
+    ids: list[str] = []
     tasks: list[str] = []
     lengths: list[int] = []
     success: list[bool | None] = []
@@ -235,6 +239,7 @@ def score_files(
                 if isinstance(r, Encoded):
                     row = r.row
                     at += f.write(r.json + b"\n")
+                    ids.append(row[0])
                     tasks.append(row[task_at])
                     lengths.append(row[steps_at])
                     success.append(row[won_at])
@@ -247,6 +252,16 @@ def score_files(
                         on_reject(rejected)
         if cuts[-1] != at:
             cuts.append(at)
+        outcomes: dict[str, dict[str, Any]] = {}
+        if store is not None:
+            from knowlyr.reward.store_io import stored_outcomes
+
+            outcomes = stored_outcomes(store, ids)
+            success = [
+                outcomes[i].get("success") if i in outcomes else won
+                for i, won in zip(ids, success, strict=True)
+            ]
+        del ids
         population = pl.DataFrame(
             {"task": tasks, "n_steps": lengths, "success": success},
             schema={"task": pl.String, "n_steps": pl.UInt32, "success": pl.Boolean},
@@ -256,7 +271,7 @@ def score_files(
         writer = RewardsWriter(out, config=engine.config, config_hash=engine.config_hash,
                                judge_usage=None, rejected=res.rejected)  # fmt: skip
         ranges = list(itertools.pairwise(cuts))
-        job = _Batch(spool, engine, population, rows=store is not None)
+        job = _Batch(spool, engine, population, rows=store is not None, outcomes=outcomes)
         unsaved: list[pl.DataFrame] = []
         for n, body, rows in _scored(job, ranges, workers or os.cpu_count() or 1):
             writer.add_json(body)
@@ -274,10 +289,19 @@ def score_files(
 
 class _Batch:
     """Scores one byte range of the spool: its rewards as :func:`rewards_json` (and the
-    ``rewards`` rows for a store)."""
+    ``rewards`` rows for a store). ``outcomes``: the outcome documents that replace those of
+    the trajectories they name (a store's labels)."""
 
-    def __init__(self, spool: str, engine: RewardEngine, population: pl.DataFrame, rows: bool):
+    def __init__(
+        self,
+        spool: str,
+        engine: RewardEngine,
+        population: pl.DataFrame,
+        rows: bool,
+        outcomes: dict[str, dict[str, Any]] | None = None,
+    ):
         self.spool, self.engine, self.population, self.rows = spool, engine, population, rows
+        self.outcomes = outcomes or {}
 
     def __call__(self, start: int, end: int) -> tuple[int, bytes, pl.DataFrame | None]:
         with open(self.spool, "rb") as f:
@@ -286,6 +310,10 @@ class _Batch:
         with paused():
             docs = [orjson.loads(line) for line in data.splitlines()]
             del data
+            if self.outcomes:
+                for d in docs:
+                    if d["id"] in self.outcomes:
+                        d["outcome"] = self.outcomes[d["id"]]
             rows = self.engine.score_documents(docs, population=self.population)
             del docs
             body = rewards_json(reward_dicts(rows))

@@ -94,3 +94,12 @@ def test_bad_input_errors(tmp_path):
     assert res.exit_code == 1 and "unknown domain profile" in res.output
     res = runner.invoke(app, ["reward", "score", str(FIXTURES / "swe_agent"), "--workers", "-1"])
     assert res.exit_code == 1 and "workers must be >= 0" in res.output
+
+
+def test_score_without_paths_or_store_says_what_to_give(tmp_path):
+    res = runner.invoke(app, ["reward", "score"])
+    assert res.exit_code == 2
+    assert "give PATHS" in res.output and "--store" in res.output
+    res = runner.invoke(app, ["reward", "score", "--store", str(tmp_path / "empty")])
+    assert res.exit_code == 1
+    assert "has no trajectories yet" in res.output and "knowlyr ingest" in res.output
