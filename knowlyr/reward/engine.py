@@ -366,7 +366,11 @@ class RewardEngine:
 
     @property
     def config(self) -> dict[str, Any]:
-        """Everything that changes the numbers; :attr:`config_hash` is its sha256."""
+        """Everything in the engine that changes the numbers; :attr:`config_hash` is its
+        sha256. What comes with each trajectory is recorded beside the total: its outcome
+        (``success``, an evaluation label where the store has one), and a store keeps one
+        reward per (trajectory, config hash), the one its current outcome gives
+        (:func:`~knowlyr.reward.store_io.save_rewards`)."""
         return {
             "profile": self.profile.domain,
             "profile_sha": hashlib.sha256(self.profile.to_json().encode()).hexdigest()[:16],
