@@ -16,13 +16,14 @@ import orjson
 
 from knowlyr.errors import ExportError
 from knowlyr.store._documents import validate_document
-from knowlyr.trajectory import Trajectory
+from knowlyr.trajectory import INVALID_ACTION_TOOL, Trajectory
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "CallShapes",
     "DatasetCard",
     "ExportResult",
+    "ToolSets",
     "add_call_shapes",
     "as_trajectories",
     "infer_tool_schemas",
@@ -145,9 +146,12 @@ _JSON_TYPES = {
 def infer_tool_schemas(trajectories: Iterable[Trajectory]) -> list[dict[str, Any]]:
     """OpenAI function schemas for every tool the trajectories call (sorted by name).
 
-    Properties are the union of the parameter names seen, typed from the first value; a
-    parameter present in every call is required. Pass real schemas to the exporters when you
-    have them (e.g. from the env's toolbox); this is the fallback for recorded logs.
+    Properties are the union of the parameter names seen, typed from the values of the first
+    call of each set of names (several types give a list of types); a parameter present in
+    every call is required. There is no description: the calls do not say what a tool does.
+    The invalid-action tool (a reply that could not be parsed) is not a tool and is left out.
+    This is the fallback for logs that do not record their tools; the exporters use the real
+    schemas where the source has them (:func:`knowlyr.export.messages.declared_tools`).
 
     Example:
         >>> from knowlyr.trajectory import Step, TaskInfo, ToolCall, Trajectory
@@ -170,6 +174,13 @@ def tool_schemas_from_calls(
     ``keys`` (``tuple(params[i])`` per call) when already at hand."""
     if keys is None:
         keys = list(map(tuple, params))
+    if INVALID_ACTION_TOOL in tools:  # a reply that could not be parsed calls no tool
+        kept = [i for i, t in enumerate(tools) if t != INVALID_ACTION_TOOL]
+        tools, params, keys = (
+            [tools[i] for i in kept],
+            [params[i] for i in kept],
+            [keys[i] for i in kept],
+        )
     counts = Counter(zip(tools, keys, strict=True))  # in order of first appearance
     first_index: dict[tuple[str, tuple[str, ...]], int] = {}
     if len(counts) <= 64:  # few shapes (the usual case): find each one's first call
@@ -181,7 +192,7 @@ def tool_schemas_from_calls(
     else:
         shapes = list(zip(tools, keys, strict=True))
         first_index = dict(zip(reversed(shapes), range(len(shapes) - 1, -1, -1), strict=True))
-    seen: dict[str, dict[str, str]] = {}
+    seen: dict[str, dict[str, list[str]]] = {}
     calls: Counter[str] = Counter()
     present: dict[str, Counter[str]] = {}
     for (tool, keys), n in counts.items():
@@ -190,7 +201,10 @@ def tool_schemas_from_calls(
         cnt = present.setdefault(tool, Counter())
         first = params[first_index[(tool, keys)]]
         for k in keys:
-            props.setdefault(k, _JSON_TYPES.get(type(first[k]), "string"))
+            types = props.setdefault(k, [])
+            t = _JSON_TYPES.get(type(first[k]), "null" if first[k] is None else "string")
+            if t not in types:
+                types.append(t)
             cnt[k] += n
     out = []
     for name in sorted(seen):
@@ -200,10 +214,11 @@ def tool_schemas_from_calls(
                 "type": "function",
                 "function": {
                     "name": name,
-                    "description": f"The {name} tool.",
                     "parameters": {
                         "type": "object",
-                        "properties": {k: {"type": t} for k, t in props.items()},
+                        "properties": {
+                            k: {"type": t[0] if len(t) == 1 else t} for k, t in props.items()
+                        },
                         "required": [k for k in props if present[name][k] == calls[name]],
                     },
                 },
@@ -236,6 +251,78 @@ def schemas_of_shapes(shapes: CallShapes) -> list[dict[str, Any]]:
     )
 
 
+class ToolSets:
+    """The tools each row of an export declares: its trajectory's agent's.
+
+    ``tools`` given: every row declares them. Otherwise a trajectory's tools are the ones its
+    source declares (:func:`~knowlyr.export.messages.declared_tools`: ``metadata["tools"]``,
+    or the fixed tools of the agent writing its log format), else they are inferred from the
+    calls of all the trajectories of the same agent (name and log format) in the export
+    (:func:`tool_schemas_from_calls`). :meth:`key` names a trajectory's set;
+    :meth:`schemas` gives each set's schemas once every call has been seen.
+    """
+
+    def __init__(self, tools: list[dict[str, Any]] | None = None) -> None:
+        self.given = tools
+        #: set key -> declared schemas (a given or declared set)
+        self.declared: dict[str, list[dict[str, Any]]] = {} if tools is None else {"": tools}
+        #: set key -> call shapes of an inferred set (filled by the exporter)
+        self.shapes: dict[str, CallShapes] = {}
+
+    def key(self, trajectory: Mapping[str, Any]) -> tuple[str, bool]:
+        """The key of the tool set of ``trajectory`` (a document or a model's ``__dict__``),
+        and whether it is inferred (then the caller adds its calls to ``shapes[key]``)."""
+        from knowlyr.export.messages import declared_tools
+
+        if self.given is not None:
+            return "", False
+        tools = declared_tools(trajectory)
+        if tools is not None:
+            key = "=" + orjson.dumps(tools, option=orjson.OPT_SORT_KEYS).decode()
+            self.declared.setdefault(key, tools)
+            return key, False
+        agent, source = trajectory.get("agent"), trajectory.get("source")
+        name = (agent if type(agent) is dict else agent.__dict__).get("name") if agent else None
+        fmt = (
+            (source if type(source) is dict else source.__dict__).get("format") if source else None
+        )
+        key = f"~{name or ''}\x00{fmt or ''}"
+        self.shapes.setdefault(key, {})  # a set of no call at all declares no tool
+        return key, True
+
+    def merge(self, other: ToolSets) -> None:
+        """Add ``other``'s sets (a part of the same export, gathered elsewhere) to these."""
+        for key, tools in other.declared.items():
+            self.declared.setdefault(key, tools)
+        for key, shapes in other.shapes.items():
+            mine = self.shapes.setdefault(key, {})
+            for shape, params in shapes.items():  # in order of first appearance
+                mine.setdefault(shape, params)
+
+    def schemas(self) -> dict[str, list[dict[str, Any]]]:
+        """Each set's schemas (inferred sets from the shapes seen)."""
+        out = dict(self.declared)
+        for key, shapes in self.shapes.items():
+            out.setdefault(key, schemas_of_shapes(shapes))
+        return out
+
+    @staticmethod
+    def union(sets: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """The schemas of ``sets``, one per tool name (the first seen)."""
+        out: dict[str, dict[str, Any]] = {}
+        for tools in sets:
+            for t in tools:
+                out.setdefault(t.get("function", t).get("name"), t)
+        return list(out.values())
+
+    @staticmethod
+    def names(sets: Iterable[list[dict[str, Any]]]) -> list[str]:
+        """The tool names of ``sets``, each once, in order of first appearance."""
+        return list(
+            dict.fromkeys(t.get("function", t).get("name") for tools in sets for t in tools)
+        )
+
+
 @dataclass
 class DatasetCard:
     """What a reader of an exported dataset needs to know: counts, filters, reward stats."""
@@ -248,6 +335,9 @@ class DatasetCard:
     reward: dict[str, float] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
     splits: dict[str, int] = field(default_factory=dict)
+    #: invalid actions (replies the harness could not parse) in the exported trajectories,
+    #: kept out of the rows: ``{"steps": n, "trajectories": m}``
+    invalid_actions: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -259,10 +349,26 @@ class DatasetCard:
             "reward": self.reward,
             "params": self.params,
             "splits": self.splits,
+            "invalid_actions": self.invalid_actions,
         }
 
-    def to_markdown(self) -> str:
-        lines = [
+    def to_markdown(self, *, data_file: str | None = None) -> str:
+        """The card as a README; with ``data_file`` (the folder's parquet file) it starts with
+        the ``configs`` header that makes ``datasets.load_dataset(FOLDER)`` (and ``trl ...
+        --dataset_name FOLDER``) read that file as the ``train`` split."""
+        lines = []
+        if data_file is not None:
+            lines += [
+                "---",
+                "configs:",
+                "- config_name: default",
+                "  data_files:",
+                "  - split: train",
+                f"    path: {data_file}",
+                "---",
+                "",
+            ]
+        lines += [
             f"# knowlyr {self.kind} dataset",
             "",
             "| | |",
@@ -273,6 +379,10 @@ class DatasetCard:
         ]
         lines += [f"| split `{k}` | {v} rows |" for k, v in self.splits.items()]
         lines += [f"| rejected: {k} | {v} |" for k, v in self.rejected.items()]
+        if self.invalid_actions:
+            lines += [
+                f"| invalid actions left out: {k} | {v} |" for k, v in self.invalid_actions.items()
+            ]
         lines += [f"| reward {k} | {v:.4g} |" for k, v in self.reward.items()]
         if self.params:
             lines += [
@@ -282,6 +392,19 @@ class DatasetCard:
                 "```json",
                 json.dumps(self.params, indent=2, default=str),
                 "```",
+            ]
+        if data_file is not None:
+            lines += [
+                "",
+                "Load it with `datasets.load_dataset(FOLDER)` (the parquet file), or "
+                '`datasets.load_from_disk(FOLDER + "/dataset")` (the Arrow copy).',
+            ]
+        if self.invalid_actions:
+            lines += [
+                "",
+                "An invalid action (a reply the agent's harness could not parse) stays in its "
+                "trajectory but is no row's target: it is cut from the conversation with the "
+                "harness's answer to it.",
             ]
         return "\n".join(lines) + "\n"
 
@@ -323,7 +446,8 @@ class ExportResult:
         self.dataset.save_to_disk(str(path / "dataset"))
         if parquet:
             self.dataset.to_parquet(str(path / "data.parquet"))
-        (path / "README.md").write_text(self.card.to_markdown(), encoding="utf-8")
+        readme = self.card.to_markdown(data_file="data.parquet" if parquet else None)
+        (path / "README.md").write_text(readme, encoding="utf-8")
         (path / "card.json").write_text(
             json.dumps(self.card.to_dict(), indent=2, default=str), encoding="utf-8"
         )

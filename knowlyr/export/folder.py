@@ -55,7 +55,7 @@ def save_sft(
 
     The keyword arguments are :func:`export_sft`'s. Batches of rows go to a spill file beside
     ``path`` as they are built and are written out one at a time once the tool schemas are
-    known (they are inferred from every call), so memory holds one batch whatever the size
+    known (a row's are inferred from every call of its agent when its source does not say), so memory holds one batch whatever the size
     of the export, and the ``datasets`` library is not imported
     (:func:`~knowlyr.export.folder.write_folder`). An export of no rows writes nothing.
 
@@ -74,7 +74,7 @@ def save_sft(
         try:
             if not g.card.rows:
                 return SavedExport(None, g.card, g.rejected)
-            batches = g.rows.record_batches(g.tools_json)
+            batches = g.rows.record_batches(g.row_tools)
             write_folder(path, _schema(), batches, g.card)
         finally:
             g.rows.close()
@@ -166,7 +166,8 @@ def write_folder(
     }
     (data / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True), "utf-8")
     (data / "dataset_info.json").write_text(json.dumps(info, indent=2), "utf-8")
-    (path / "README.md").write_text(card.to_markdown(), encoding="utf-8")
+    readme = card.to_markdown(data_file="data.parquet")  # written here or by write_parquet
+    (path / "README.md").write_text(readme, encoding="utf-8")
     (path / "card.json").write_text(
         json.dumps(card.to_dict(), indent=2, default=str), encoding="utf-8"
     )

@@ -1,11 +1,14 @@
 """GRPO export: trajectories grouped per task, with rewards, advantages and step advantages.
 
-One row per task: the ``prompt`` (system and user turns, what a policy is asked), the
-``tools``, the ``task_id`` (so an online trainer can reset an env on it), and for the group of
+One row per task: the ``prompt`` (system and user turns, what a policy is asked; the system
+message is the agent's own when its log kept it), the ``tools`` (those the group's agents
+had), the ``task_id`` (so an online trainer can reset an env on it), and for the group of
 trajectories collected on that task their ``rewards``, group-relative ``advantages``
 (``(r - mean) / (std + eps)``), per-step rewards and **step-level advantages**: the
 trajectory's advantage spread over its steps in proportion to their step rewards
-(:func:`step_advantages`).
+(:func:`step_advantages`). A trajectory given twice is in its group once (the duplicates are
+counted in the card); invalid actions (replies the harness could not parse) have no step
+entries: they are no target (the trajectory's reward still counts them).
 
 Example:
     >>> result = export_grpo(trajectories, min_group_size=2)  # doctest: +SKIP
@@ -17,28 +20,26 @@ Example:
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 
 from knowlyr._arrow import table_fingerprint
-from knowlyr.agents.action_format import messages_json
 from knowlyr.errors import ExportError
 from knowlyr.export.common import (
     DEFAULT_SYSTEM_PROMPT,
-    CallShapes,
     DatasetCard,
     ExportResult,
+    ToolSets,
     add_call_shapes,
     normalized_step_weights,
     reward_of,
     reward_stats,
-    schemas_of_shapes,
     step_rewards_of,
     trajectory_fields,
 )
+from knowlyr.export.messages import is_invalid, messages_json, system_prompt_of
 from knowlyr.export.sft import json_list_array
 from knowlyr.trajectory import Trajectory
 
@@ -71,6 +72,7 @@ def export_grpo(
     trajectories: Iterable[Trajectory | Mapping[str, Any]],
     *,
     system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+    keep_agent_prompt: bool = True,
     tools: list[dict[str, Any]] | None = None,
     rewards: Mapping[str, float] | None = None,
     min_group_size: int = 1,
@@ -84,10 +86,15 @@ def export_grpo(
         trajectories: trajectories, several per task for meaningful advantages: models, or
             their JSON documents (dicts), validated as the model validates them and read
             without building models.
-        system_prompt: system message of the prompt (``None``: none).
-        tools: OpenAI function schemas (inferred from the calls when ``None``).
+        system_prompt: system message of the prompt (``None``: none), unless the group's
+            agent's own is kept.
+        keep_agent_prompt: a group whose first trajectory's log kept its agent's system prompt
+            (``metadata["system_prompt"]``) has that one.
+        tools: OpenAI function schemas every row declares; ``None``: the tools of the group's
+            agents (see :class:`~knowlyr.export.common.ToolSets`).
         rewards: trajectory id -> reward overriding the stored rewards.
-        min_group_size: tasks with fewer trajectories are left out (listed in ``rejected``).
+        min_group_size: tasks with fewer distinct trajectories are left out (listed in
+            ``rejected``).
         scale_advantages: divide by the group std (GRPO) or only centre (Dr. GRPO style).
         step_mix: how much step advantages follow the step rewards (see :func:`step_advantages`).
         validated: the documents are validated already (the store's, or
@@ -98,34 +105,44 @@ def export_grpo(
 
     if min_group_size < 1:
         raise ExportError(f"min_group_size must be at least 1, got {min_group_size}")
-    # per task: its first instruction, then per trajectory (id, success, reward, step rewards);
-    # nothing else of a trajectory is kept. Tool schemas are inferred in group order (a task's
-    # call shapes, tasks in order of first appearance), as from the grouped trajectories.
-    groups: dict[str, tuple[str, list[tuple[str, bool, float, list[float | None]]]]] = {}
-    task_shapes: dict[str, CallShapes] = defaultdict(dict)
+    # per task: its first instruction and system prompt, the keys of its agents' tool sets,
+    # then per trajectory (id, success, reward, step rewards of its valid steps); nothing else
+    # of a trajectory is kept
+    groups: dict[str, tuple[str, str | None, dict[str, None], list[_Member]]] = {}
+    seen: set[str] = set()
+    duplicates: list[tuple[str, str]] = []
+    sets = ToolSets(tools)
+    invalid = {"steps": 0, "trajectories": 0}
     for td, task, outcome in trajectory_fields(trajectories, validated):
         tid, steps = td["id"], td.get("steps") or []
+        if tid in seen:  # one trajectory twice would skew its group's advantages
+            duplicates.append((tid, "duplicate trajectory"))
+            continue
+        seen.add(tid)
         step_r = step_rewards_of(steps)
         if rewards is not None and tid in rewards:
             reward = float(rewards[tid])
         else:
             reward = reward_of(step_r, outcome)
+        n_invalid = sum(is_invalid(_fields(s).get("action")) for s in steps)
+        if n_invalid:
+            invalid["steps"] += n_invalid
+            invalid["trajectories"] += 1
+            step_r = [r for s, r in zip(steps, step_r, strict=True)
+                      if not is_invalid(_fields(s).get("action"))]  # fmt: skip
         task_id = task["task_id"]
         group = groups.get(task_id)
         if group is None:
-            group = groups[task_id] = (task["instruction"], [])
-        group[1].append((tid, bool(outcome.get("success")), reward, step_r))
-        if tools is None:
-            add_call_shapes(task_shapes[task_id], steps)
-    if tools is None:
-        shapes: CallShapes = {}
-        for task_id in groups:
-            for shape, params in task_shapes[task_id].items():
-                shapes.setdefault(shape, params)
-        tools = schemas_of_shapes(shapes)
-    del task_shapes
-    tools_json = [orjson.dumps(t) for t in tools]
+            prompt = system_prompt_of(td, system_prompt, keep_agent_prompt=keep_agent_prompt)
+            group = groups[task_id] = (task["instruction"], prompt, {}, [])
+        key, infer = sets.key(td)
+        group[2][key] = None
+        if infer:
+            add_call_shapes(sets.shapes.setdefault(key, {}), steps)
+        group[3].append((tid, bool(outcome.get("success")), reward, step_r))
+    schemas = sets.schemas()
     prompts: list[list[bytes]] = []
+    row_tools: list[list[bytes]] = []
     cols: dict[str, list[Any]] = {
         k: []
         for k in (
@@ -141,14 +158,14 @@ def export_grpo(
     }
     rejected: list[tuple[str, str]] = []
     all_rewards: list[float] = []
-    head = 2 if system_prompt else 1
-    for task_id, (instruction, group) in groups.items():
+    for task_id, (instruction, prompt, keys, group) in groups.items():
         if len(group) < min_group_size:
             rejected.append((task_id, f"group of {len(group)} < min_group_size {min_group_size}"))
             continue
         rs = [r for _, _, r, _ in group]
         adv = group_advantages(rs, scale=scale_advantages)
-        prompts.append(messages_json(instruction, [], system_prompt=system_prompt)[:head])
+        prompts.append(messages_json(instruction, [], system_prompt=prompt))
+        row_tools.append([orjson.dumps(t) for t in ToolSets.union(schemas[k] for k in keys)])
         cols["task_id"].append(task_id)
         cols["instruction"].append(instruction)
         cols["trajectory_ids"].append([tid for tid, _, _, _ in group])
@@ -164,7 +181,7 @@ def export_grpo(
     table = pa.table(
         {
             "prompt": json_list_array(prompts),
-            "tools": json_list_array([tools_json] * len(prompts)),
+            "tools": json_list_array(row_tools),
             "task_id": pa.array(cols["task_id"], pa.string()),
             "instruction": pa.array(cols["instruction"], pa.string()),
             "trajectory_ids": pa.array(cols["trajectory_ids"], pa.list_(pa.string())),
@@ -181,14 +198,27 @@ def export_grpo(
         rows=len(ds),
         trajectories=sum(len(x) for x in cols["trajectory_ids"]),
         tasks=len(ds),
-        rejected={"small group": len(rejected)} if rejected else {},
+        rejected={
+            **({"small group": len(rejected)} if rejected else {}),
+            **({"duplicate trajectory": len(duplicates)} if duplicates else {}),
+        },
         reward=reward_stats(all_rewards),
         params={
             "min_group_size": min_group_size,
             "scale_advantages": scale_advantages,
             "step_mix": step_mix,
             "system_prompt": system_prompt,
-            "input_trajectories": sum(len(g) for _, g in groups.values()),
+            "keep_agent_prompt": keep_agent_prompt,
+            "input_trajectories": len(seen) + len(duplicates),
         },
+        invalid_actions=invalid if invalid["steps"] else {},
     )
-    return ExportResult(dataset=ds, card=card, rejected=rejected)
+    return ExportResult(dataset=ds, card=card, rejected=rejected + duplicates)
+
+
+#: A group member: trajectory id, success, reward, the step rewards of its valid steps.
+_Member = tuple[str, bool, float, list[float | None]]
+
+
+def _fields(step: Any) -> dict[str, Any]:
+    return step if type(step) is dict else step.__dict__

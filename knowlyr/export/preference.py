@@ -1,8 +1,10 @@
 """DPO export: conversational ``prompt`` / ``chosen`` / ``rejected`` from preference pairs.
 
-``prompt`` is the system and user turns; ``chosen`` and ``rejected`` are the two
-trajectories' assistant and tool turns (the format TRL's DPOTrainer takes, with a ``tools``
-column). Pairs come from the reward stage (objects or dicts with ``chosen_id`` and
+``prompt`` is the system and user turns (the system message is the chosen agent's own when
+its log kept it); ``chosen`` and ``rejected`` are the two trajectories' assistant and tool
+turns, with call ids, without invalid actions (replies the harness could not parse: cut with
+the harness's answers, see :mod:`knowlyr.export.messages`), in the format TRL's DPOTrainer
+takes, and ``tools`` declares the tools the two agents had. Pairs come from the reward stage (objects or dicts with ``chosen_id`` and
 ``rejected_id``, e.g. :class:`knowlyr.reward.preferences.PreferencePair`) or are built here
 from trajectories of the same task with :func:`pairs_from_trajectories`.
 
@@ -23,21 +25,20 @@ from typing import Any
 import orjson
 
 from knowlyr._arrow import table_fingerprint
-from knowlyr.agents.action_format import messages_json
 from knowlyr.errors import ExportError
 from knowlyr.export.common import (
     DEFAULT_SYSTEM_PROMPT,
-    CallShapes,
     DatasetCard,
     ExportResult,
+    ToolSets,
     add_call_shapes,
     reward_of,
     reward_stats,
-    schemas_of_shapes,
     step_rewards_of,
     trajectory_fields,
     trajectory_reward,
 )
+from knowlyr.export.messages import is_invalid, messages_json, system_prompt_of
 from knowlyr.export.sft import json_list_array
 from knowlyr.trajectory import Trajectory
 
@@ -144,6 +145,7 @@ def export_dpo(
     pairs: Iterable[Any] | None = None,
     *,
     system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+    keep_agent_prompt: bool = True,
     tools: list[dict[str, Any]] | None = None,
     rewards: Mapping[str, float] | None = None,
     min_margin: float = 0.1,
@@ -157,14 +159,19 @@ def export_dpo(
             (dicts), validated as the model validates them and read without building models.
         pairs: objects or dicts with ``chosen_id`` and ``rejected_id`` (and optionally
             ``margin``); ``None`` builds them with :func:`pairs_from_trajectories`.
-        system_prompt: system message of the prompt (``None``: none).
-        tools: OpenAI function schemas (inferred from the calls when ``None``).
+        system_prompt: system message of the prompt (``None``: none), unless the chosen
+            agent's own is kept.
+        keep_agent_prompt: a pair whose chosen trajectory's log kept its agent's system prompt
+            (``metadata["system_prompt"]``) has that one.
+        tools: OpenAI function schemas every row declares; ``None``: the tools of the two
+            trajectories' agents (see :class:`~knowlyr.export.common.ToolSets`).
         rewards, min_margin, max_pairs_per_task: see :func:`pairs_from_trajectories`.
         validated: the documents are validated already (the store's, or
             :func:`~knowlyr.export.sft_parallel.jsonl_documents`'): not checked again.
 
-    A pair whose trajectories are missing, belong to different tasks or have no steps is
-    left out and listed in ``rejected`` with the reason.
+    A pair whose trajectories are missing, belong to different tasks or have no valid steps
+    is left out and listed in ``rejected`` with the reason. A trajectory given twice is read
+    once (the duplicates are counted in the card).
     """
     import pyarrow as pa
     from datasets import Dataset
@@ -173,11 +180,15 @@ def export_dpo(
     # the pairs it is in: a model's steps by reference (the caller holds them), a document's
     # spilled as JSON to a temporary file (see _StepSpill): memory holds no document
     entries: list[tuple[str, str, bool, float]] = []
-    by_id: dict[str, tuple[str, str, list[Any] | tuple[int, int]]] = {}
+    by_id: dict[str, tuple[str, str, list[Any] | tuple[int, int], str | None, str]] = {}
     spill = _StepSpill()
-    shapes: CallShapes = {}
+    sets = ToolSets(tools)
+    duplicates: list[tuple[str, str]] = []
     for td, task, outcome in trajectory_fields(trajectories, validated):
         tid, steps = td["id"], td.get("steps") or []
+        if tid in by_id:  # one trajectory twice: read once
+            duplicates.append((tid, "duplicate trajectory"))
+            continue
         if rewards is not None and tid in rewards:
             reward = float(rewards[tid])
         else:
@@ -191,22 +202,23 @@ def export_dpo(
                 pass  # kept as it is (rendering it fails only if it is paired)
             else:
                 kept = spill.put(data)
-        by_id[tid] = (task["task_id"], task["instruction"], kept)
-        if tools is None:
-            add_call_shapes(shapes, steps)
+        prompt = system_prompt_of(td, system_prompt, keep_agent_prompt=keep_agent_prompt)
+        key, infer = sets.key(td)
+        if infer:
+            add_call_shapes(sets.shapes.setdefault(key, {}), steps)
+        by_id[tid] = (task["task_id"], task["instruction"], kept, prompt, key)
     if pairs is None:
         pairs = _pairs(entries, min_margin, max_pairs_per_task)
     n_in, reward_by_id = len(entries), {tid: r for tid, _, _, r in entries}
     del entries
-    if tools is None:
-        tools = schemas_of_shapes(shapes)
-    tools_json = [orjson.dumps(t) for t in tools]
+    schemas = sets.schemas()
     prompts: list[list[bytes]] = []
+    row_tools: list[list[bytes]] = []
+    invalid: dict[str, int] = {}  # paired trajectory id -> its invalid actions
     chosen: list[list[bytes]] = []
     rejected_msgs: list[list[bytes]] = []
     cols: dict[str, list[Any]] = {k: [] for k in ("task_id", "chosen_id", "rejected_id", "margin")}
     rejected: list[tuple[str, str]] = []
-    head = 2 if system_prompt else 1
     for i, p in enumerate(pairs):
         try:
             cid, rid = _get(p, "chosen_id"), _get(p, "rejected_id")
@@ -220,14 +232,20 @@ def export_dpo(
         if c[0] != r[0]:
             rejected.append((key, "chosen and rejected are different tasks"))
             continue
-        if not c[2] or not r[2]:
-            rejected.append((key, "a trajectory has no steps"))
+        c_steps, r_steps = spill.get(c[2]) if c[2] else [], spill.get(r[2]) if r[2] else []
+        c_bad, r_bad = _count_invalid(c_steps), _count_invalid(r_steps)
+        if c_bad == len(c_steps) or r_bad == len(r_steps):
+            rejected.append((key, "a trajectory has no valid steps"))
             continue
-        c_msgs = messages_json(c[1], spill.get(c[2]), system_prompt=system_prompt)
+        invalid[cid], invalid[rid] = c_bad, r_bad
+        head = 2 if c[3] else 1
+        c_msgs = messages_json(c[1], c_steps, system_prompt=c[3])
         prompts.append(c_msgs[:head])
         chosen.append(c_msgs[head:])
-        r_msgs = messages_json(r[1], spill.get(r[2]), system_prompt=system_prompt)
+        r_msgs = messages_json(r[1], r_steps, system_prompt=c[3])
         rejected_msgs.append(r_msgs[head:])
+        pair_tools = ToolSets.union([schemas[c[4]], schemas[r[4]]])
+        row_tools.append([orjson.dumps(t) for t in pair_tools])
         cols["task_id"].append(c[0])
         cols["chosen_id"].append(cid)
         cols["rejected_id"].append(rid)
@@ -241,7 +259,7 @@ def export_dpo(
             "prompt": json_list_array(prompts),
             "chosen": json_list_array(chosen),
             "rejected": json_list_array(rejected_msgs),
-            "tools": json_list_array([tools_json] * len(prompts)),
+            "tools": json_list_array(row_tools),
             "task_id": pa.array(cols["task_id"], pa.string()),
             "chosen_id": pa.array(cols["chosen_id"], pa.string()),
             "rejected_id": pa.array(cols["rejected_id"], pa.string()),
@@ -250,9 +268,10 @@ def export_dpo(
     )
     ds = Dataset(table, fingerprint=table_fingerprint(table))
     reasons: dict[str, int] = {}
-    for _, why in rejected:
+    for _, why in rejected + duplicates:
         key = "trajectory not given" if why.startswith("trajectory") else why
         reasons[key] = reasons.get(key, 0) + 1
+    n_invalid = sum(invalid.values())
     card = DatasetCard(
         kind="dpo",
         rows=len(ds),
@@ -264,7 +283,16 @@ def export_dpo(
             "min_margin": min_margin,
             "max_pairs_per_task": max_pairs_per_task,
             "system_prompt": system_prompt,
-            "input_trajectories": n_in,
+            "keep_agent_prompt": keep_agent_prompt,
+            "input_trajectories": n_in + len(duplicates),
         },
+        invalid_actions={"steps": n_invalid, "trajectories": sum(n > 0 for n in invalid.values())}
+        if n_invalid
+        else {},
     )
-    return ExportResult(dataset=ds, card=card, rejected=rejected)
+    return ExportResult(dataset=ds, card=card, rejected=rejected + duplicates)
+
+
+def _count_invalid(steps: list[Any]) -> int:
+    """How many of ``steps`` (models or documents) are invalid actions."""
+    return sum(is_invalid((s if type(s) is dict else s.__dict__).get("action")) for s in steps)

@@ -1,10 +1,13 @@
 """SFT export: multi-turn tool-calling conversations in the format TRL's SFTTrainer takes.
 
 Each row holds ``messages`` (system, user task, then per step an assistant turn with the thought
-and one tool call, and the tool's answer) and ``tools`` (OpenAI function schemas, one schema
-for the whole dataset), plus ``step_weights`` for the step-weighted loss and bookkeeping
-columns (``trajectory_id``, ``task_id``, ``reward``, ``success``, ``n_steps``, ``chunk``).
-Nothing is truncated: long trajectories are split at step boundaries when asked
+and one tool call with its id, and the tool's answer naming that id; see
+:mod:`knowlyr.export.messages`) and ``tools`` (OpenAI function schemas of the tools the row's
+agent had), plus ``step_weights`` for the step-weighted loss and bookkeeping columns
+(``trajectory_id``, ``task_id``, ``reward``, ``success``, ``n_steps``, ``chunk``). The system
+message is the agent's own when its log kept it. Invalid actions (replies the harness could
+not parse) are cut from the rows with the harness's answers and counted in the card. Nothing
+else is left out: long trajectories are split at step boundaries when asked
 (``max_steps_per_row``), never cut inside a message.
 
 How it is fast: one loop reads each step's fields (plain dict reads of the validated models)
@@ -12,7 +15,7 @@ into flat lists; every 2,048 rows the batch is handed to a worker thread that bu
 Arrow columns at once (:mod:`knowlyr.export.sft_columns`: one ``orjson`` call for all the
 texts, one for all the tool arguments, the messages joined from the format module's JSON
 templates; step weights with numpy) while the next batch is gathered. The result is byte for
-byte the per-row construction from :func:`knowlyr.agents.action_format.trajectory_to_messages`
+byte the per-row construction from :func:`knowlyr.export.messages.trajectory_messages`
 (``tests/export/test_sft_columns.py``).
 
 Example:
@@ -37,23 +40,23 @@ from knowlyr._switching import fine_gil_switching
 from knowlyr.errors import ExportError
 from knowlyr.export.common import (
     DEFAULT_SYSTEM_PROMPT,
-    CallShapes,
     DatasetCard,
     ExportResult,
+    ToolSets,
     normalized_step_weights,
     reward_of,
     reward_stats,
-    schemas_of_shapes,
     step_rewards_of,
     trajectory_fields,
 )
+from knowlyr.export.messages import system_prompt_of
 from knowlyr.export.sft_columns import (
     STEP_TEXT,
     STEP_TOOL,
     STEP_TOOL_NO_OBSERVATION,
     message_column,
 )
-from knowlyr.trajectory import Trajectory
+from knowlyr.trajectory import INVALID_ACTION_TOOL, Trajectory
 
 __all__ = ["chunk_steps", "export_sft", "json_list_array"]
 
@@ -92,6 +95,7 @@ def export_sft(
     trajectories: Iterable[Trajectory | Mapping[str, Any]],
     *,
     system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+    keep_agent_prompt: bool = True,
     tools: list[dict[str, Any]] | None = None,
     only_success: bool = True,
     min_reward: float | None = None,
@@ -107,9 +111,13 @@ def export_sft(
         trajectories: Trajectory objects or their JSON documents (any iterable: it is read
             once, so a generator streams), which are validated as the model validates them
             (:func:`knowlyr.store._documents.validate_document`) without building models.
-        system_prompt: system message of every conversation (``None``: none).
-        tools: OpenAI function schemas for the ``tools`` column; inferred from the calls
-            (:func:`~knowlyr.export.common.infer_tool_schemas`) when ``None``.
+        system_prompt: system message of the conversations whose agent's own is not kept
+            (``None``: none).
+        keep_agent_prompt: a trajectory whose log kept its agent's system prompt
+            (``metadata["system_prompt"]``) has that one; ``False``: every row has
+            ``system_prompt``.
+        tools: OpenAI function schemas every row declares; ``None``: each row declares its
+            agent's tools (see :class:`~knowlyr.export.common.ToolSets`).
         only_success: keep only trajectories whose ``outcome.success`` is true.
         min_reward: keep only trajectories whose reward (see
             :func:`~knowlyr.export.common.trajectory_reward`) is at least this.
@@ -123,12 +131,14 @@ def export_sft(
             :func:`~knowlyr.store._documents.validate_document`'s): not checked again.
 
     Returns:
-        An :class:`ExportResult`; rejected trajectories are listed with the reason.
+        An :class:`ExportResult`; rejected trajectories are listed with the reason (one with
+        only invalid actions: "no valid steps").
     """
     with paused():  # the gather loop allocates ~100 objects per row: GC passes would dominate
         return _export_sft(
             trajectories,
             system_prompt=system_prompt,
+            keep_agent_prompt=keep_agent_prompt,
             tools=tools,
             only_success=only_success,
             min_reward=min_reward,
@@ -145,7 +155,7 @@ def _export_sft(trajectories: Iterable[Trajectory | Mapping[str, Any]], **kw: An
 
     g = _gather(trajectories, **kw)
     try:
-        table = g.rows.table(g.tools_json)
+        table = g.rows.table(g.row_tools)
     finally:
         g.rows.close()
     ds = Dataset(table, fingerprint=table_fingerprint(table))
@@ -158,7 +168,7 @@ class _Gathered:
     rejections."""
 
     rows: _Rows
-    tools_json: list[bytes]
+    row_tools: list[list[bytes]]  # each row's tools (JSON of each schema)
     card: DatasetCard
     rejected: list[tuple[str, str]]
 
@@ -170,11 +180,14 @@ class _Part:
 
     n_in: int
     n_rows: int
-    shapes: CallShapes
+    tool_sets: ToolSets
+    row_sets: list[str]  # per row: the key of its tool set
     kept_rewards: list[float]
     kept_tasks: set[str]
     rejected: list[tuple[str, str]]
     split: bool  # a batch of its rows was split for size (over 2 GiB of messages)
+    invalid_steps: int = 0  # invalid actions cut from the kept trajectories
+    invalid_trajectories: int = 0  # kept trajectories with one at least
 
 
 def _gather(
@@ -193,8 +206,8 @@ def _gather(
     except BaseException:
         rows.close()
         raise
-    card, tools_json = _card([part], kw)
-    return _Gathered(rows, tools_json, card, part.rejected)
+    card, row_tools = _card([part], kw)
+    return _Gathered(rows, row_tools, card, part.rejected)
 
 
 def _new_rows(kw: Mapping[str, Any], spill: str | None, threaded: bool) -> _Rows:
@@ -205,8 +218,8 @@ def _new_rows(kw: Mapping[str, Any], spill: str | None, threaded: bool) -> _Rows
         raise ExportError(f"step weight mix must be in [0, 1], got {mix}")
     if max_steps is not None:
         chunk_steps(1, max_steps, overlap)  # validates both
-    infer = kw["tools"] is None
-    return _Rows(kw["system_prompt"], max_steps, overlap, mix, infer, spill, threaded)
+    prompt = (kw["system_prompt"], kw["keep_agent_prompt"])
+    return _Rows(prompt, max_steps, overlap, mix, ToolSets(kw["tools"]), spill, threaded)
 
 
 def _gather_part(
@@ -234,24 +247,29 @@ def _gather_part(
             if reward < min_reward:
                 rejected.append((tid, f"reward {reward:.4g} < min_reward {min_reward}"))
                 continue
-        kept_rewards.append(rows.add(tid, task, outcome, steps, given))
+        reward = rows.add(td, task, outcome, steps, given)
+        if reward is None:
+            rejected.append((tid, "no valid steps"))
+            continue
+        kept_rewards.append(reward)
         kept_tasks.add(task["task_id"])
     rows.flush()
     return _Part(
-        n_in, rows.n_rows, rows.shapes, kept_rewards, kept_tasks, rejected,
-        rows.split,
+        n_in, rows.n_rows, rows.tool_sets, rows.row_sets, kept_rewards, kept_tasks, rejected,
+        rows.split, rows.invalid_steps, rows.invalid_trajectories,
     )  # fmt: skip
 
 
-def _card(parts: list[_Part], kw: Mapping[str, Any]) -> tuple[DatasetCard, list[bytes]]:
-    """The card and the tool schemas' JSON of an export gathered in ``parts`` (in order)."""
-    tools = kw["tools"]
-    if tools is None:
-        shapes: CallShapes = {}
-        for part in parts:  # in order of first appearance over all the parts
-            for shape, params in part.shapes.items():
-                shapes.setdefault(shape, params)
-        tools = schemas_of_shapes(shapes)
+def _card(parts: list[_Part], kw: Mapping[str, Any]) -> tuple[DatasetCard, list[list[bytes]]]:
+    """The card and each row's tools (the JSON of each schema) of an export gathered in
+    ``parts`` (in order)."""
+    sets = ToolSets(kw["tools"])
+    for part in parts:  # in order of first appearance over all the parts
+        sets.merge(part.tool_sets)
+    schemas = sets.schemas()
+    used = dict.fromkeys(k for part in parts for k in part.row_sets)
+    as_json = {k: [orjson.dumps(t) for t in schemas[k]] for k in used}
+    row_tools = [as_json[k] for part in parts for k in part.row_sets]
     kept_rewards = [r for part in parts for r in part.kept_rewards]
     reasons: dict[str, int] = {}
     for part in parts:
@@ -272,11 +290,21 @@ def _card(parts: list[_Part], kw: Mapping[str, Any]) -> tuple[DatasetCard, list[
             "max_steps_per_row": kw["max_steps_per_row"],
             "chunk_overlap": kw["chunk_overlap"],
             "step_weight_mix": kw["step_weight_mix"],
-            "tools": [t.get("function", t).get("name") for t in tools],
+            "tools": ToolSets.names(schemas[k] for k in used),
+            "tool_sets": len(used),
             "system_prompt": kw["system_prompt"],
+            "keep_agent_prompt": kw["keep_agent_prompt"],
         },
+        invalid_actions=_invalid_counts(parts),
     )
-    return card, [orjson.dumps(t) for t in tools]
+    return card, row_tools
+
+
+def _invalid_counts(parts: list[_Part]) -> dict[str, int]:
+    steps = sum(part.invalid_steps for part in parts)
+    if not steps:
+        return {}
+    return {"steps": steps, "trajectories": sum(part.invalid_trajectories for part in parts)}
 
 
 #: Rows per column batch. A finished batch is assembled in a worker thread (numpy and Arrow
@@ -296,18 +324,20 @@ class _Rows:
 
     def __init__(
         self,
-        system_prompt: str | None,
+        system_prompt: tuple[str | None, bool],
         max_steps: int | None,
         overlap: int,
         mix: float,
-        infer_tools: bool,
+        tool_sets: ToolSets,
         spill: str | None = None,
         threaded: bool = True,
     ) -> None:
-        self.system_prompt = system_prompt or None
+        # the system prompt of rows whose agent's own is not kept, and whether it is kept
+        self.system_prompt, self.keep_agent_prompt = system_prompt[0] or None, system_prompt[1]
         self.max_steps, self.overlap, self.mix = max_steps, overlap, mix
-        self.infer_tools = infer_tools  # keep each call shape's first parameters
-        self.shapes: CallShapes = {}
+        self.tool_sets = tool_sets  # each row's tool set; the call shapes of inferred sets
+        self.row_sets: list[str] = []  # per row (all batches): its tool set's key
+        self.invalid_steps = self.invalid_trajectories = 0
         self.n_rows = 0  # handed to the worker
         self.batches: list[Any] = []  # futures of _assemble_batch (its record batches)
         self.spill = spill  # an Arrow stream file the worker writes the batches to
@@ -323,85 +353,120 @@ class _Rows:
         self.odd_steps: list[tuple[int, int]] = []  # (step, STEP_*) of steps not STEP_TOOL
         self.tool_names: list[str] = []
         self.params: list[dict[str, Any]] = []
+        self.call_ids: list[str] = []
         self.step_rewards: list[Any] = []
         self.traj_weights: list[tuple[int, int, float]] = []  # (steps, _WEIGHTS_*, mean)
-        # per row: steps [begin, end), trained from, and whether the last tool answer stays
-        self.row_steps: list[tuple[int, int, int, bool]] = []
-        self.keys: list[tuple[str, ...]] = []  # per call: its parameter names (infer_tools)
+        # per row: steps [begin, end), trained from, whether the last tool answer stays and
+        # whether it has a system message
+        self.row_steps: list[tuple[int, int, int, bool, bool]] = []
+        # per call of a trajectory whose tools are inferred: (set key, tool, parameter names)
+        self.shape_keys: list[tuple[str, str, tuple[str, ...]]] = []
+        self.shape_params: list[dict[str, Any]] = []
         self.meta: list[tuple[Any, ...]] = []  # per row: trajectory_id, then _META_COLUMNS
 
     def add(
         self,
-        tid: str,
+        td: Mapping[str, Any],
         task: Mapping[str, Any],
         outcome: Mapping[str, Any],
         steps: list[Any],
         given_reward: float | None,
-    ) -> float:
-        """Gather one kept trajectory (its steps: models or step documents); returns its
-        reward."""
-        n = len(steps)
+    ) -> float | None:
+        """Gather one kept trajectory (``td``: its fields; ``steps``: models or step
+        documents); returns its reward, or ``None`` when it has no valid step (then nothing
+        is gathered)."""
         rewards = self.step_rewards
         g0 = len(rewards)
         texts = self.texts
-        chunked = self.max_steps is not None and n > self.max_steps
+        t0, n_shapes = len(texts), len(self.shape_keys)
+        prompt = system_prompt_of(td, self.system_prompt) if self.keep_agent_prompt else (
+            self.system_prompt
+        )  # fmt: skip
+        set_key, infer = self.tool_sets.key(td)
+        chunked = self.max_steps is not None and len(steps) > self.max_steps
         if chunked:  # texts per step, emitted per row below
             contents: list[str] = []
             outputs: list[str | None] = []
             text, out = contents.append, outputs.append
         else:  # one row: the texts go straight into the batch, in message order
-            if self.system_prompt is not None:
-                texts.append(self.system_prompt)
+            if prompt is not None:
+                texts.append(prompt)
             texts.append(task["instruction"])
             text = out = texts.append
         tool, param, reward = self.tool_names.append, self.params.append, rewards.append
-        infer, keys = self.infer_tools, self.keys.append
+        call_id, odd = self.call_ids.append, self.odd_steps.append
+        shape, shape_params = self.shape_keys.append, self.shape_params.append
+        invalid = 0
+        last_out = False  # the last step gathered put its tool answer in `texts`
         for s in steps:  # the hot loop: plain dict reads (of a model's __dict__ or a document)
             d = s if type(s) is dict else s.__dict__
-            a, o, m = d.get("action"), d.get("observation"), d.get("message")
+            a = d.get("action")
+            if a is not None:
+                ad = a if type(a) is dict else a.__dict__
+                name = ad["tool"]
+                if name == INVALID_ACTION_TOOL:  # data, not a demonstration: cut
+                    invalid += 1
+                    continue
+            o, m = d.get("observation"), d.get("message")
             reward(d.get("reward"))
             content = d["thought"]
             if m is not None and (m or a is None):
                 content = f"{content}\n{m}" if content else m
             text(content)
             if a is None:
-                self.odd_steps.append((len(rewards) - 1, STEP_TEXT))
+                odd((len(rewards) - 1, STEP_TEXT))
                 if chunked:
                     out(None)
+                last_out = False
                 continue
-            ad = a if type(a) is dict else a.__dict__
-            tool(ad["tool"])
+            tool(name)
             p = ad["params"]
             param(p)
+            cid = ad.get("call_id")
+            call_id(cid if cid else f"call_{d['index']}")
             if infer:  # while the dict is in cache
-                keys(tuple(p))
+                shape((set_key, name, tuple(p)))
+                shape_params(p)
             if o is None:
-                self.odd_steps.append((len(rewards) - 1, STEP_TOOL_NO_OBSERVATION))
+                odd((len(rewards) - 1, STEP_TOOL_NO_OBSERVATION))
                 if chunked:
                     out(None)
+                last_out = False
             else:
                 out((o if type(o) is dict else o.__dict__)["output"])
+                last_out = True
+        n = len(rewards) - g0
+        if not n:  # only invalid actions: nothing to learn from it
+            del texts[t0:], self.shape_keys[n_shapes:], self.shape_params[n_shapes:]
+            return None
+        if invalid:
+            self.invalid_steps += invalid
+            self.invalid_trajectories += 1
+            if given_reward is None:  # the trajectory's reward counts every step
+                given_reward = reward_of(step_rewards_of(steps), outcome)
         traj_reward = self._weights(outcome, rewards[g0:], given_reward)
-        task_id, success = task["task_id"], outcome.get("success")
+        tid, task_id, success = td["id"], task["task_id"], outcome.get("success")
+        system = prompt is not None
         if not chunked:
-            last = steps[-1] if type(steps[-1]) is dict else steps[-1].__dict__
-            if last.get("action") is not None and last.get("observation") is not None:
+            if last_out:
                 texts.pop()  # the last tool answer: nothing is learned from it
-            self.row_steps.append((g0, g0, g0 + n, False))
+            self.row_steps.append((g0, g0, g0 + n, False, system))
             self.meta.append((tid, task_id, traj_reward, success, n, 0))
+            self.row_sets.append(set_key)
         else:
             instruction = task["instruction"]
             for c, (ctx, start, end) in enumerate(chunk_steps(n, self.max_steps, self.overlap)):
-                if self.system_prompt is not None:
-                    texts.append(self.system_prompt)
+                if system:
+                    texts.append(prompt)
                 texts.append(instruction)
                 for i in range(ctx, end):
                     texts.append(contents[i])
                     output = outputs[i]
                     if output is not None and (i < end - 1 or end < n):
                         texts.append(output)
-                self.row_steps.append((g0 + ctx, g0 + start, g0 + end, end < n))
+                self.row_steps.append((g0 + ctx, g0 + start, g0 + end, end < n, system))
                 self.meta.append((tid, task_id, traj_reward, success, end - start, c))
+                self.row_sets.append(set_key)
         if len(self.row_steps) >= (_BATCH_ROWS if self.spill is None else _SPILL_BATCH_ROWS):
             self.flush()
         return traj_reward
@@ -436,21 +501,21 @@ class _Rows:
             self.odd_steps,
             self.tool_names,
             self.params,
+            self.call_ids,
             self.step_rewards,
             self.traj_weights,
             self.row_steps,
             self.meta,
-            self.system_prompt is not None,
             self.mix,
         )
         self.n_rows += len(self.row_steps)
-        if self.infer_tools:  # each new shape's first parameters (dict work in C, per call)
-            shapes = list(zip(self.tool_names, self.keys, strict=True))
-            first = dict(zip(reversed(shapes), reversed(self.params), strict=True))
-            known = self.shapes
+        if self.shape_keys:  # each new shape's first parameters (dict work in C, per call)
+            shapes = self.shape_keys
+            first = dict(zip(reversed(shapes), reversed(self.shape_params), strict=True))
+            known = self.tool_sets.shapes
             for shape in dict.fromkeys(shapes):  # in order of first appearance
-                if shape not in known:
-                    known[shape] = first[shape]
+                set_key, name, keys = shape
+                known.setdefault(set_key, {}).setdefault((name, keys), first[shape])
         self._reset()
         if not self.threaded:
             from concurrent.futures import Future
@@ -481,10 +546,6 @@ class _Rows:
             self._spill_writer.write_batch(b)
         return []
 
-    def tool_schemas(self) -> list[dict[str, Any]]:
-        """The schemas inferred from every call gathered (after the last :meth:`flush`)."""
-        return schemas_of_shapes(self.shapes)
-
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
@@ -494,9 +555,10 @@ class _Rows:
             self._spill_writer.close()
             self._spill_writer = None
 
-    def record_batches(self, tools_json: list[bytes]) -> Iterator[Any]:
-        """The export's record batches, with the ``tools`` column (after the last
-        :meth:`flush`; waits for the worker, then reads the spill file back one at a time)."""
+    def record_batches(self, row_tools: list[list[bytes]]) -> Iterator[Any]:
+        """The export's record batches, with the ``tools`` column (``row_tools``: each row's;
+        after the last :meth:`flush`; waits for the worker, then reads the spill file back one
+        at a time)."""
         import pyarrow as pa
 
         for b in self.batches:
@@ -504,21 +566,24 @@ class _Rows:
         if self._spill_writer is not None:
             self._spill_writer.close()
             self._spill_writer = None
+        at = 0
         if self.spill is not None:
             with pa.OSFile(self.spill) as f:  # read, not mapped: one batch in memory at a time
                 reader = pa.ipc.open_stream(f) if f.size() else None
-                batches = reader or ()
-                yield from (_with_tools(b, tools_json) for b in batches)
+                for batch in reader or ():
+                    yield _with_tools(batch, row_tools[at : at + batch.num_rows])
+                    at += batch.num_rows
             return
         for b in self.batches:
             for batch in b.result():
-                yield _with_tools(batch, tools_json)
+                yield _with_tools(batch, row_tools[at : at + batch.num_rows])
+                at += batch.num_rows
 
-    def table(self, tools_json: list[bytes]) -> Any:
+    def table(self, row_tools: list[list[bytes]]) -> Any:
         """The export's Arrow table (after the last :meth:`flush`; waits for the batches)."""
         import pyarrow as pa
 
-        return pa.Table.from_batches(list(self.record_batches(tools_json)), schema=_schema())
+        return pa.Table.from_batches(list(self.record_batches(row_tools)), schema=_schema())
 
 
 def _schema(*, tools: bool = True) -> Any:
@@ -534,17 +599,14 @@ def _schema(*, tools: bool = True) -> Any:
     return pa.schema(fields)
 
 
-def _with_tools(batch: Any, tools_json: list[bytes]) -> Any:
-    """``batch`` with the ``tools`` column (the same schemas on every row) as its second."""
-    import numpy as np
+def _with_tools(batch: Any, row_tools: list[list[bytes]]) -> Any:
+    """``batch`` with the ``tools`` column (``row_tools``: each of its rows' schemas, as
+    JSON) as its second."""
     import pyarrow as pa
 
-    n, k = batch.num_rows, len(tools_json)
-    tool_values = json_list_array([tools_json]).values
-    tools = pa.ListArray.from_arrays(
-        number_array(np.arange(n + 1, dtype=np.int32) * k),
-        tool_values.take(number_array(np.tile(np.arange(k), n))),
-    )
+    if len(row_tools) != batch.num_rows:  # cannot happen: a cheap guard
+        raise ExportError(f"SFT batch of {batch.num_rows} rows has tools for {len(row_tools)}")
+    tools = json_list_array(row_tools)
     return batch.add_column(1, pa.field("tools", pa.list_(pa.json_())), tools)
 
 
@@ -562,11 +624,11 @@ def _assemble_batch(
     odd_steps: list[tuple[int, int]],
     tool_names: list[str],
     params: list[dict[str, Any]],
+    call_ids: list[str],
     step_rewards: list[Any],
     traj_weights: list[tuple[int, int, float]],
-    row_steps: list[tuple[int, int, int, bool]],
+    row_steps: list[tuple[int, int, int, bool, bool]],
     meta: list[tuple[Any, ...]],
-    system_prompt: bool,
     mix: float,
 ) -> list[Any]:
     """The record batches of one batch of rows, all columns but ``tools`` (worker thread):
@@ -584,9 +646,10 @@ def _assemble_batch(
         step_kinds=kinds,
         tool_names=tool_names,
         arguments=params,
+        call_ids=call_ids,
         row_steps=rs[:, [0, 2]],
         row_final=rs[:, 3].astype(bool),
-        system_prompt=system_prompt,
+        row_system=rs[:, 4].astype(bool),
     )
     tw = np.asarray(traj_weights, dtype=np.float64).reshape(-1, 3)
     n = tw[:, 0].astype(np.int64)

@@ -1,17 +1,19 @@
 """Arrow columns of the SFT export, built for a whole batch of rows at once (the hot path).
 
-A training message is one of the JSON templates of :mod:`knowlyr.agents.action_format` with
-its fields filled in. Every message of a batch has exactly one free-text field (system prompt,
+A training message is one of the JSON templates of :mod:`knowlyr.export.messages` with its
+fields filled in. Every message of a batch has exactly one free-text field (system prompt,
 instruction, assistant content or tool output), so the batch is assembled as
 
-    message = P[kind] + json(text) + Q[kind] + arguments + R[kind]
+    message = P[kind] + json(call id) + Q[kind] + arguments + R[kind] + json(text) + S[kind]
 
-where ``kind`` says which template (and which tool) the message uses, ``P``/``Q``/``R`` are the
-template's fixed fragments, ``json(text)`` comes from *one* ``orjson.dumps`` of all the texts
-of the batch (split at the element boundaries, see :func:`json_strings`) and ``arguments`` is
-the tool call's JSON object (assistant turns with a tool call only). The concatenation is one
-``binary_join_element_wise`` in Arrow. The bytes are exactly ``orjson.dumps`` of the message
-dicts of :func:`knowlyr.agents.action_format.trajectory_to_messages` (the tests compare them).
+where ``kind`` says which template (and which tool) the message uses, ``P``/``Q``/``R``/``S``
+are the template's fixed fragments, ``json(text)`` comes from *one* ``orjson.dumps`` of all the
+texts of the batch (split at the element boundaries, see :func:`json_strings`), the call id
+(assistant turns with a tool call and the tool's answer) likewise from one of all the ids, and
+``arguments`` is the tool call's JSON object (assistant turns with a tool call only); a field
+a message does not have is empty. The concatenation is one ``binary_join_element_wise`` in
+Arrow. The bytes are exactly ``orjson.dumps`` of the message dicts of
+:func:`knowlyr.export.messages.trajectory_messages` (the tests compare them).
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ from typing import Any
 import orjson
 
 from knowlyr._arrow import binary_array, number_array, numpy_of
-from knowlyr.agents.action_format import (
-    ASSISTANT_JSON,
+from knowlyr.errors import ExportError
+from knowlyr.export.messages import (
+    ASSISTANT_CALL_JSON,
     ASSISTANT_TEXT_JSON,
     SYSTEM_JSON,
     TOOL_JSON,
     USER_JSON,
 )
-from knowlyr.errors import ExportError
 
 __all__ = [
     "STEP_TEXT",
@@ -155,19 +157,22 @@ def _depth_one_commas(b: Any) -> Any:
     return structural[(ch == 44) & (depth == 1)]
 
 
-def _fragments(tools: list[str]) -> tuple[Any, Any, Any]:
-    """The P / Q / R fragment tables, indexed by message kind (see the module docstring)."""
+def _fragments(tools: list[str]) -> tuple[Any, Any, Any, Any]:
+    """The P / Q / R / S fragment tables, indexed by message kind (see the module docstring)."""
 
-    sys_p, sys_q = SYSTEM_JSON.split(b"%b")
-    user_p, user_q = USER_JSON.split(b"%b")
-    text_p, text_q = ASSISTANT_TEXT_JSON.split(b"%b")
-    call_p, call_mid, call_args, call_r = ASSISTANT_JSON.split(b"%b")
-    tool_p, tool_mid, tool_q = TOOL_JSON.split(b"%b")
+    sys_r, sys_s = SYSTEM_JSON.split(b"%b")
+    user_r, user_s = USER_JSON.split(b"%b")
+    text_r, text_s = ASSISTANT_TEXT_JSON.split(b"%b")
+    call_p, call_name, call_args, call_r, call_s = ASSISTANT_CALL_JSON.split(b"%b")
+    tool_p, tool_name, tool_r, tool_s = TOOL_JSON.split(b"%b")
     names = [orjson.dumps(t) for t in tools]
-    p = [sys_p, user_p, text_p] + [call_p] * len(tools) + [tool_p + j + tool_mid for j in names]
-    q = [sys_q, user_q, text_q] + [call_mid + j + call_args for j in names] + [tool_q] * len(tools)
-    r = [b"", b"", b""] + [call_r] * len(tools) + [b""] * len(tools)
-    return binary_array(p), binary_array(q), binary_array(r)
+    k = len(tools)
+    p = [b"", b"", b""] + [call_p] * k + [tool_p] * k
+    q = [b"", b"", b""] + [call_name + j + call_args for j in names]
+    q += [tool_name + j + tool_r for j in names]
+    r = [sys_r, user_r, text_r] + [call_r] * k + [b""] * k
+    s = [sys_s, user_s, text_s] + [call_s] * k + [tool_s] * k
+    return binary_array(p), binary_array(q), binary_array(r), binary_array(s)
 
 
 def message_column(
@@ -176,24 +181,26 @@ def message_column(
     step_kinds: list[int],
     tool_names: list[str],
     arguments: list[dict[str, Any]],
+    call_ids: list[str],
     row_steps: Any,
     row_final: Any,
-    system_prompt: bool,
+    row_system: Any,
 ) -> list[Any]:
     """The ``messages`` column (``list<json>`` chunks) of a batch of rows.
 
     Args:
         texts: every message's text in row order: per row the system prompt (when
-            ``system_prompt``), the instruction, then per step the assistant content and, for a
+            ``row_system``), the instruction, then per step the assistant content and, for a
             ``STEP_TOOL`` step that is not the row's last (or the row is ``final``), the tool
             output.
         step_kinds: ``STEP_*`` of every gathered step (the batch's steps, each once).
         tool_names: the tool of every step with a tool call, in step order.
         arguments: the params of every step with a tool call, in step order.
+        call_ids: the call id of every step with a tool call, in step order.
         row_steps: ``(n_rows, 2)`` int array: each row's steps ``[begin, end)`` (indices into
             ``step_kinds``; rows of a chunked trajectory overlap).
         row_final: bool array per row: the row keeps the tool answer after its last step.
-        system_prompt: whether every row starts with a system message.
+        row_system: bool array per row: the row starts with a system message.
 
     Returns:
         One ``ListArray`` per chunk of rows (one, unless the batch holds more than 2 GiB).
@@ -221,10 +228,12 @@ def message_column(
     last = np.zeros(n_entries, dtype=bool)
     last[first_entry + lengths - 1] = True
     tool_msg = (kinds[step] == STEP_TOOL) & ~(last & ~row_final[row_of])
-    head = 2 if system_prompt else 1
+    system = np.asarray(row_system, dtype=bool)
+    head = 1 + system.astype(np.int64)  # each row's system and user messages
+    head_end = np.cumsum(head)  # messages before a row's steps, and the rows' before it
     per_entry = 1 + tool_msg.astype(np.int64)
-    pos = np.cumsum(per_entry) - per_entry + head * (row_of + 1)  # the assistant message
-    n_msgs = n_entries + int(tool_msg.sum()) + head * n_rows
+    pos = np.cumsum(per_entry) - per_entry + head_end[row_of]  # the assistant message
+    n_msgs = n_entries + int(tool_msg.sum()) + int(head.sum())
     if n_msgs != len(texts):
         raise ExportError(f"SFT batch has {len(texts)} message texts for {n_msgs} messages")
     row_msgs = np.bincount(row_of, weights=per_entry, minlength=n_rows).astype(np.int64) + head
@@ -232,8 +241,7 @@ def message_column(
     np.cumsum(row_msgs, out=row_offsets[1:])
 
     kind = np.empty(n_msgs, dtype=np.int64)
-    if system_prompt:
-        kind[row_offsets[:-1]] = _SYS
+    kind[row_offsets[:-1][system]] = _SYS
     kind[row_offsets[:-1] + head - 1] = _USER
     tools = tool_of_step[step]
     kind[pos] = np.where(tools < 0, _ASST_TEXT, _FIRST_TOOL_KIND + tools)
@@ -241,25 +249,43 @@ def message_column(
     arg_index = np.full(n_msgs, len(arguments), dtype=np.int64)  # -> the empty element
     with_call = tools >= 0
     arg_index[pos[with_call]] = call_ordinal[step[with_call]]
+    id_index = arg_index.copy()  # the call's id, on its tool answer too
+    id_index[pos[tool_msg] + 1] = call_ordinal[step[tool_msg]]
 
     frags = _fragments(distinct)
     args = json_objects(arguments)  # and an empty last element
-    return _assemble(texts, kind, arg_index, row_offsets, frags, args)
+    ids = json_id_strings(call_ids)  # and an empty last element
+    return _assemble(texts, kind, arg_index, id_index, row_offsets, frags, args, ids)
+
+
+def json_id_strings(values: list[str]) -> Any:
+    """:func:`json_strings` of ``values`` and an empty last element."""
+    import pyarrow as pa
+
+    return pa.concat_arrays([json_strings(values).cast(pa.binary()), binary_array([b""])])
 
 
 def _assemble(
-    texts: list[str], kind: Any, arg_index: Any, row_offsets: Any, frags: Any, args: Any
+    texts: list[str],
+    kind: Any,
+    arg_index: Any,
+    id_index: Any,
+    row_offsets: Any,
+    frags: Any,
+    args: Any,
+    ids: Any,
 ) -> list[Any]:
     """Join the messages of the rows ``row_offsets`` delimits; split in halves when too big."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    p, q, r = frags
+    p, q, r, s = frags
     encoded = json_strings(texts)
     frag_len = numpy_of(pc.binary_length(p)) + numpy_of(pc.binary_length(q))
-    frag_len += numpy_of(pc.binary_length(r))
+    frag_len += numpy_of(pc.binary_length(r)) + numpy_of(pc.binary_length(s))
     size = encoded.nbytes + int(frag_len[kind].sum())
     size += int(numpy_of(pc.binary_length(args))[arg_index].sum())
+    size += int(numpy_of(pc.binary_length(ids))[id_index].sum())
     if size > _MAX_BYTES:
         n_rows = len(row_offsets) - 1
         if n_rows < 2:
@@ -269,16 +295,18 @@ def _assemble(
             )
         mid = n_rows // 2
         m = row_offsets[mid] - row_offsets[0]
-        return _assemble(
-            texts[:m], kind[:m], arg_index[:m], row_offsets[: mid + 1], frags, args
-        ) + _assemble(texts[m:], kind[m:], arg_index[m:], row_offsets[mid:], frags, args)
+        first = (texts[:m], kind[:m], arg_index[:m], id_index[:m], row_offsets[: mid + 1])
+        rest = (texts[m:], kind[m:], arg_index[m:], id_index[m:], row_offsets[mid:])
+        return _assemble(*first, frags, args, ids) + _assemble(*rest, frags, args, ids)
     kind_arr = number_array(kind)
     joined = pc.binary_join_element_wise(
         p.take(kind_arr),
-        encoded,
+        ids.take(number_array(id_index)),
         q.take(kind_arr),
         args.take(number_array(arg_index)),
         r.take(kind_arr),
+        encoded,
+        s.take(kind_arr),
         binary_array([b""])[0],  # the separator: a scalar (b"" would go through pa.array)
     )
     values = pa.ExtensionArray.from_storage(pa.json_(), joined.view(pa.string()))

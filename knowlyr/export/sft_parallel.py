@@ -294,15 +294,15 @@ def _save_parallel(sources: list[Source], path: Path, kw: dict[str, Any]) -> Sav
             if any(part.split for part, _ in parts) or len({tag for _, tag in parts}) > 1:
                 return None
             parts = [part for part, _ in parts]
-            card, tools_json = _card(parts, kw)
+            card, row_tools = _card(parts, kw)
             rejected = [r for part in parts for r in part.rejected]
             if not card.rows:
                 return SavedExport(None, card, rejected)
             # data.parquet (the most work) in a child, while this one writes the rest
             children.append(
-                _start(ctx, write_parquet, path, _schema(), _rebatched(spills, tools_json))
+                _start(ctx, write_parquet, path, _schema(), _rebatched(spills, row_tools))
             )
-            batches = _rebatched(spills, tools_json)
+            batches = _rebatched(spills, row_tools)
             write_folder(path, _schema(), batches, card, parquet=False)
             _received(children[-1])
         finally:
@@ -365,8 +365,9 @@ def _received(child: tuple[Any, Any]) -> Any:
     return value
 
 
-def _rebatched(spills: list[str], tools_json: list[bytes]) -> Iterator[Any]:
-    """The rows of the spill files, in order, with the ``tools`` column, in the batches of the
+def _rebatched(spills: list[str], row_tools: list[list[bytes]]) -> Iterator[Any]:
+    """The rows of the spill files, in order, with the ``tools`` column (``row_tools``: each
+    row's), in the batches of the
     one-process export: a batch ends with the first trajectory that brings it to
     ``_SPILL_BATCH_ROWS`` rows (a trajectory's rows start at ``chunk`` 0)."""
     import numpy as np
@@ -376,7 +377,7 @@ def _rebatched(spills: list[str], tools_json: list[bytes]) -> Iterator[Any]:
     from knowlyr.export.sft import _SPILL_BATCH_ROWS, _with_tools
 
     held: list[Any] = []  # row slices not written yet: less than a batch
-    n_held = 0
+    n_held = done = 0
     for spill in spills:
         if not os.path.exists(spill):  # a run that kept no rows
             continue
@@ -394,10 +395,13 @@ def _rebatched(spills: list[str], tools_json: list[bytes]) -> Iterator[Any]:
                     cut = int(starts[i])
                     if cut > at:
                         held.append(batch.slice(at, cut - at))
-                    yield _with_tools(_joined(held), tools_json)
+                    batch_rows = _joined(held)
+                    yield _with_tools(batch_rows, row_tools[done : done + batch_rows.num_rows])
+                    done += batch_rows.num_rows
                     held, n_held, at = [], 0, cut
     if held:
-        yield _with_tools(_joined(held), tools_json)
+        batch_rows = _joined(held)
+        yield _with_tools(batch_rows, row_tools[done : done + batch_rows.num_rows])
 
 
 def _joined(pieces: list[Any]) -> Any:

@@ -92,6 +92,10 @@ class Adapter(ABC):
         session: ``True`` when a whole JSONL file is ONE record (its lines are passed to
             :meth:`convert` as a list), ``False`` when each line is its own record.
         priority: detection order, lower first (put specific formats before generic ones).
+        agent_tools: the tool schemas (OpenAI function format) of every agent that writes
+            this format, when they are fixed (e.g. a bash-only agent); ``None`` when they vary
+            from run to run (a log that records them keeps them as ``metadata["tools"]``).
+            Exports declare these tools on the rows of such trajectories.
     """
 
     name: ClassVar[str] = ""
@@ -101,6 +105,7 @@ class Adapter(ABC):
     priority: ClassVar[int] = 100
     #: ``True`` when the adapter builds :meth:`document` itself (not through the models).
     documents: ClassVar[bool] = False
+    agent_tools: ClassVar[tuple[dict[str, Any], ...] | None] = None
 
     @abstractmethod
     def sniff(self, obj: Any) -> bool:

@@ -12,22 +12,29 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from knowlyr.agents.action_format import trajectory_to_messages
 from knowlyr.errors import ExportError
 from knowlyr.export import (
     export_dpo,
     export_grpo,
     export_sft,
     group_advantages,
-    infer_tool_schemas,
     pairs_from_trajectories,
     step_advantages,
     trajectory_reward,
 )
-from knowlyr.export.common import reward_of, step_rewards_of
+from knowlyr.export.common import ToolSets, reward_of, step_rewards_of
+from knowlyr.export.messages import trajectory_messages
 from knowlyr.store._documents import validate_document
-from knowlyr.trajectory import Observation, Outcome, Step, TaskInfo, ToolCall, Trajectory
-from tests.export.test_sft_columns import generated_corpus
+from knowlyr.trajectory import (
+    INVALID_ACTION_TOOL,
+    Observation,
+    Outcome,
+    Step,
+    TaskInfo,
+    ToolCall,
+    Trajectory,
+)
+from tests.export.test_sft_columns import generated_corpus, reference_tools
 from tests.reward.corpus import make_corpus
 
 
@@ -161,50 +168,62 @@ def test_a_bad_document_names_the_record():
 def _dpo_reference(
     trajs: list[Trajectory], rewards=None, min_margin=0.1, system_prompt="sys"
 ) -> tuple[list, int]:
-    """The DPO rows as the per-model functions define them: pairs, messages, inferred tools."""
+    """The DPO rows as the per-model functions define them: pairs, messages (the chosen
+    agent's own system prompt), each agent's tools."""
     by_id = {t.id: t for t in trajs}
-    tools = infer_tool_schemas(trajs)
-    rows, skipped = [], 0
-    for p in pairs_from_trajectories(trajs, rewards=rewards, min_margin=min_margin):
+    tools = dict(zip(by_id, reference_tools(list(by_id.values()), None), strict=True))
+    rows, skipped = [], 0  # pairs left out, then duplicates too
+    distinct = list(by_id.values())  # a trajectory given twice is read once
+    for p in pairs_from_trajectories(distinct, rewards=rewards, min_margin=min_margin):
         c, r = by_id[p["chosen_id"]], by_id[p["rejected_id"]]
-        if not c.steps or not r.steps:
+        if not _valid(c) or not _valid(r):
             skipped += 1
             continue
-        cm = trajectory_to_messages(c, system_prompt=system_prompt)
+        prompt = c.metadata.get("system_prompt") or system_prompt
+        head = 2 if prompt else 1
+        cm = trajectory_messages(c, system_prompt=prompt)
         rows.append({
-            "prompt": cm[:2], "chosen": cm[2:],
-            "rejected": trajectory_to_messages(r, system_prompt=system_prompt)[2:], "tools": tools,
+            "prompt": cm[:head], "chosen": cm[head:],
+            "rejected": trajectory_messages(r, system_prompt=prompt)[head:],
+            "tools": ToolSets.union([tools[c.id], tools[r.id]]),
             "task_id": c.task.task_id, "chosen_id": c.id, "rejected_id": r.id,
             "margin": trajectory_reward(c, rewards) - trajectory_reward(r, rewards),
         })  # fmt: skip
-    return _nan(rows), skipped
+    return _nan(rows), skipped + len(trajs) - len(by_id)
 
 
 def _grpo_reference(
     trajs: list[Trajectory], rewards=None, min_group_size=1, system_prompt="sys"
 ) -> list:
     groups: dict[str, list[Trajectory]] = {}
-    for t in trajs:
+    by_id = {t.id: t for t in trajs}  # a trajectory given twice is in its group once
+    for t in by_id.values():
         groups.setdefault(t.task.task_id, []).append(t)
-    tools = infer_tool_schemas([t for g in groups.values() for t in g])
+    tools = dict(zip(by_id, reference_tools(list(by_id.values()), None), strict=True))
     rows = []
     for task_id, g in groups.items():
         if len(g) < min_group_size:
             continue
         rs = [trajectory_reward(t, rewards) for t in g]
         adv = group_advantages(rs)
+        valid = [[s for s in t.steps if s.tool != INVALID_ACTION_TOOL] for t in g]
+        prompt = g[0].metadata.get("system_prompt") or system_prompt
         rows.append({
-            "prompt": trajectory_to_messages(g[0], system_prompt=system_prompt, steps=[]),
-            "tools": tools,
+            "prompt": trajectory_messages(g[0], system_prompt=prompt, steps=[]),
+            "tools": ToolSets.union(tools[t.id] for t in g),
             "task_id": task_id, "instruction": g[0].task.instruction,
             "trajectory_ids": [t.id for t in g], "rewards": rs, "advantages": adv,
             "success": [bool(t.outcome.success) for t in g],
-            "step_rewards": [[0.0 if s.reward is None else s.reward for s in t.steps] for t in g],
+            "step_rewards": [[0.0 if s.reward is None else s.reward for s in v] for v in valid],
             "step_advantages": [
-                step_advantages(a, [s.reward for s in t.steps]) for a, t in zip(adv, g, strict=True)
+                step_advantages(a, [s.reward for s in v]) for a, v in zip(adv, valid, strict=True)
             ],
         })  # fmt: skip
     return _nan(rows)
+
+
+def _valid(t: Trajectory) -> bool:
+    return any(s.tool != INVALID_ACTION_TOOL for s in t.steps)
 
 
 def _inputs(trajs: list[Trajectory]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The columnar SFT export equals a straightforward per-row construction, byte for byte.
 
-The reference below is the export as it was first written: per row the message dicts of
-``trajectory_to_messages`` (the format module), ``orjson.dumps`` of each, the step weights of
+The reference below is the export built the slow, obvious way: per row the message dicts of
+``trajectory_messages`` (invalid actions cut, call ids, the agent's own system prompt),
+``orjson.dumps`` of each, the tools of the row's agent, the step weights of
 ``normalized_step_weights`` and one Arrow table. ``export_sft`` must produce the same table
 (schema, every JSON byte, every weight) on generated corpora full of JSON-hostile text, on
 the trajectories of the real agent logs in tests/data/fixtures, across batch boundaries and
@@ -19,7 +20,6 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from knowlyr.agents.action_format import trajectory_to_messages
 from knowlyr.errors import ExportError
 from knowlyr.export import (
     chunk_steps,
@@ -29,8 +29,19 @@ from knowlyr.export import (
     trajectory_reward,
 )
 from knowlyr.export import sft as sft_module
+from knowlyr.export.messages import format_tools, trajectory_messages
 from knowlyr.export.sft import json_list_array
-from knowlyr.trajectory import Observation, Outcome, Step, TaskInfo, ToolCall, Trajectory
+from knowlyr.trajectory import (
+    INVALID_ACTION_TOOL,
+    AgentInfo,
+    Observation,
+    Outcome,
+    Source,
+    Step,
+    TaskInfo,
+    ToolCall,
+    Trajectory,
+)
 
 _JSON_TYPES = {
     bool: "boolean",
@@ -43,29 +54,38 @@ _JSON_TYPES = {
 
 
 def reference_schemas(trajs: list[Trajectory]) -> list[dict[str, Any]]:
-    """Tool schemas as first written: one pass over every call."""
-    seen: dict[str, dict[str, str]] = {}
+    """Tool schemas inferred in one pass over every call: a parameter is typed by the values
+    of the first call of each set of parameter names; invalid actions are no tool."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    shapes: set[tuple[str, tuple[str, ...]]] = set()
     calls: Counter[str] = Counter()
     present: dict[str, Counter[str]] = {}
     for t in trajs:
         for s in t.steps:
-            if s.action is None:
+            if s.action is None or s.action.tool == INVALID_ACTION_TOOL:
                 continue
-            props = seen.setdefault(s.action.tool, {})
-            calls[s.action.tool] += 1
-            cnt = present.setdefault(s.action.tool, Counter())
-            for k, v in s.action.params.items():
-                props.setdefault(k, _JSON_TYPES.get(type(v), "string"))
+            tool, params = s.action.tool, s.action.params
+            props = seen.setdefault(tool, {})
+            calls[tool] += 1
+            cnt = present.setdefault(tool, Counter())
+            new_shape = (tool, tuple(params)) not in shapes
+            shapes.add((tool, tuple(params)))
+            for k, v in params.items():
+                types = props.setdefault(k, [])
+                t_ = _JSON_TYPES.get(type(v), "null" if v is None else "string")
+                if new_shape and t_ not in types:
+                    types.append(t_)
                 cnt[k] += 1
     return [
         {
             "type": "function",
             "function": {
                 "name": name,
-                "description": f"The {name} tool.",
                 "parameters": {
                     "type": "object",
-                    "properties": {k: {"type": t} for k, t in seen[name].items()},
+                    "properties": {
+                        k: {"type": t[0] if len(t) == 1 else t} for k, t in seen[name].items()
+                    },
                     "required": [k for k in seen[name] if present[name][k] == calls[name]],
                 },
             },
@@ -74,9 +94,34 @@ def reference_schemas(trajs: list[Trajectory]) -> list[dict[str, Any]]:
     ]
 
 
+def reference_tools(kept: list[Trajectory], given: list[dict] | None) -> list[list[dict]]:
+    """Each kept trajectory's tools: ``given``, else what its metadata declares, else the
+    tools of its log format's agent, else inferred from the calls of the kept trajectories
+    of the same agent and format."""
+    from knowlyr.recorder import get_adapter
+
+    out = []
+    for t in kept:
+        if given is not None:
+            out.append(given)
+        elif t.metadata.get("tools"):
+            out.append(format_tools(t.metadata["tools"]))
+        elif t.source.format in ("mini_swe_agent",):
+            out.append([dict(x) for x in get_adapter(t.source.format).agent_tools])
+        else:
+            same = [
+                u for u in kept
+                if (u.agent.name, u.source.format) == (t.agent.name, t.source.format)
+                and not u.metadata.get("tools")
+            ]  # fmt: skip
+            out.append(reference_schemas(same))
+    return out
+
+
 def reference_table(trajs: list[Trajectory], **kw: Any) -> tuple[pa.Table, list[dict]]:
     """The SFT table built row by row from message dicts (the slow, obviously right way)."""
     system_prompt = kw.get("system_prompt", "You are an agent.")
+    keep_agent_prompt = kw.get("keep_agent_prompt", True)
     only_success, min_reward = kw.get("only_success", True), kw.get("min_reward")
     max_steps, overlap = kw.get("max_steps_per_row"), kw.get("chunk_overlap", 1)
     mix, rewards = kw.get("step_weight_mix", 0.5), kw.get("rewards")
@@ -87,38 +132,43 @@ def reference_table(trajs: list[Trajectory], **kw: Any) -> tuple[pa.Table, list[
             continue
         if min_reward is not None and r < min_reward:
             continue
+        if all(s.tool == INVALID_ACTION_TOOL for s in t.steps):
+            continue  # only invalid actions: nothing to learn
         kept.append((t, r))
-    tools = kw.get("tools") or reference_schemas([t for t, _ in kept])
+    tools = reference_tools([t for t, _ in kept], kw.get("tools"))
     msgs: list[list[bytes]] = []
     cols: dict[str, list[Any]] = {k: [] for k in sft_module._META_COLUMNS}
-    ids, weights = [], []
-    for t, r in kept:
-        w = normalized_step_weights([s.reward for s in t.steps], mix=mix)
-        n = len(t.steps)
+    ids, weights, row_tools = [], [], []
+    for (t, r), t_tools in zip(kept, tools, strict=True):
+        valid = [s for s in t.steps if s.tool != INVALID_ACTION_TOOL]
+        w = normalized_step_weights([s.reward for s in valid], mix=mix)
+        n = len(valid)
+        own = t.metadata.get("system_prompt") if keep_agent_prompt else None
+        prompt = own or system_prompt
         spans = (
             [(0, 0, n)]
             if max_steps is None or n <= max_steps
             else chunk_steps(n, max_steps, overlap)
         )
         for c, (ctx, start, end) in enumerate(spans):
-            m = trajectory_to_messages(
+            m = trajectory_messages(
                 t,
-                system_prompt=system_prompt,
-                steps=t.steps[ctx:end],
+                system_prompt=prompt,
+                steps=valid[ctx:end],
                 include_final_observation=end < n,
             )
             msgs.append([orjson.dumps(x) for x in m])
             ids.append(t.id)
+            row_tools.append([orjson.dumps(x) for x in t_tools])
             for k, v in zip(
                 cols, (t.task.task_id, r, t.outcome.success, end - start, c), strict=True
             ):
                 cols[k].append(v)
             weights.append([0.0] * (start - ctx) + w[start:end])
-    tools_json = [orjson.dumps(x) for x in tools]
     table = pa.table(
         {
             "messages": json_list_array(msgs),
-            "tools": json_list_array([tools_json] * len(msgs)),
+            "tools": json_list_array(row_tools),
             "trajectory_id": pa.array(ids, pa.string()),
             **{
                 k: pa.array(v, typ)
@@ -127,7 +177,8 @@ def reference_table(trajs: list[Trajectory], **kw: Any) -> tuple[pa.Table, list[
             "step_weights": pa.array(weights, pa.list_(pa.float64())),
         }
     )
-    return table, tools
+    names = [x["function"]["name"] for ts in tools for x in ts]
+    return table, list(dict.fromkeys(names))
 
 
 _HOSTILE = ['"', "\\", '\\"', ",", '","', "},{", "{", "}", "[", "]", ":", "\n", "\t", "\r", "\x00",
@@ -164,9 +215,12 @@ def generated_corpus(seed: int, n: int = 60) -> list[Trajectory]:
             action = (
                 None
                 if shape < 0.1
+                else ToolCall(tool=INVALID_ACTION_TOOL, params={"raw": _text(rng), "error": "x"})
+                if shape < 0.2
                 else ToolCall(
                     tool=rng.choice(["bash", "edit", "respond", "é-tool", 'q"t']),
                     params={_text(rng, 3) or "k": _value(rng) for _ in range(rng.randint(0, 3))},
+                    call_id=rng.choice([None, None, f"toolu_{_text(rng, 3)}{j}"]),
                 )
             )
             steps.append(
@@ -184,14 +238,22 @@ def generated_corpus(seed: int, n: int = 60) -> list[Trajectory]:
         if rng.random() < 0.3:  # uniform step rewards: the vectorised weight path
             for s in steps:
                 s.reward = rng.choice([0.5, 1.0])
+        metadata: dict[str, Any] = {}
+        if rng.random() < 0.3:  # the agent's own system prompt
+            metadata["system_prompt"] = _text(rng) or "own"
+        if rng.random() < 0.15:  # the agent's own tools, as its log recorded them
+            metadata["tools"] = [{"name": _text(rng, 3) or "t", "parameters": {"type": "object"}}]
         out.append(
             Trajectory(
                 task=TaskInfo(task_id=f"task-{i % 7}", instruction=_text(rng)),
+                agent=AgentInfo(name=rng.choice(["a", "a", "b"])),
                 steps=steps,
                 outcome=Outcome(
                     success=rng.choice([True, True, True, False, None]),
                     score=rng.choice([None, 0.3, 1.0]),
                 ),
+                source=Source(format=rng.choice(["knowlyr", "knowlyr", "openhands"])),
+                metadata=metadata,
             )
         )
     return out
@@ -200,13 +262,13 @@ def generated_corpus(seed: int, n: int = 60) -> list[Trajectory]:
 def assert_same(trajs: list[Trajectory], **kw: Any) -> pa.Table:
     kw.setdefault("system_prompt", "You are an agent.")
     got = export_sft(trajs, **kw)
-    want, tools = reference_table(trajs, **kw)
+    want, names = reference_table(trajs, **kw)
     table = got.dataset.data.table.combine_chunks()
     assert table.schema.remove_metadata() == want.schema
     for name in want.column_names:  # column by column: a failure names the column
         a, b = table.column(name), want.column(name)
         assert a.equals(b) or repr(a.to_pylist()) == repr(b.to_pylist()), name  # repr: NaN
-    assert got.card.params["tools"] == [t["function"]["name"] for t in tools]
+    assert got.card.params["tools"] == names
     assert len(got.dataset) == want.num_rows
     return want
 
@@ -220,6 +282,8 @@ def assert_same(trajs: list[Trajectory], **kw: Any) -> pa.Table:
         {"max_steps_per_row": 2, "chunk_overlap": 1, "only_success": False},
         {"max_steps_per_row": 3, "chunk_overlap": 0, "step_weight_mix": 1.0, "system_prompt": ""},
         {"min_reward": 0.5, "step_weight_mix": 0.0},
+        {"keep_agent_prompt": False, "only_success": False},
+        {"keep_agent_prompt": True, "system_prompt": None, "max_steps_per_row": 2},
     ],
 )
 def test_export_equals_the_row_by_row_construction_on_hostile_text(seed, kw):
@@ -257,12 +321,14 @@ def test_fixture_trajectories_export_identically_and_render_the_same_chat(fixtur
     by_id = {t.id: t for t in trajs}
     for row in res.dataset:
         traj = by_id[row["trajectory_id"]]
-        want = trajectory_to_messages(traj, system_prompt=res.card.params["system_prompt"])
+        prompt = traj.metadata.get("system_prompt") or res.card.params["system_prompt"]
+        want = trajectory_messages(traj, system_prompt=prompt)
         assert row["messages"] == want
         assert tok.apply_chat_template(
             row["messages"], tools=row["tools"], tokenize=False
         ) == tok.apply_chat_template(want, tools=row["tools"], tokenize=False)
-        outputs = [s.observation.output for s in traj.steps[:-1] if s.observation and s.action]
+        valid = [s for s in traj.steps if s.tool != INVALID_ACTION_TOOL]
+        outputs = [s.observation.output for s in valid[:-1] if s.observation and s.action]
         assert [m["content"] for m in row["messages"] if m["role"] == "tool"] == outputs
 
 

@@ -28,7 +28,7 @@ Mapping:
 * each model turn is exactly one step (2.x: one per action of a turn). Its thought is the reply
   without the fenced command; exactly one ```` ```bash ```` block (mini-swe-agent's own regex,
   ``r"```bash\\s*\\n(.*?)\\n```"`` with DOTALL, or the log's configured ``action_regex``) is
-  ``bash {"command"}``. A reply with no block, several, or an unclosed fence is a step whose
+  ``bash {"command"}`` (the agent's one tool, :data:`BASH_TOOL`). A reply with no block, several, or an unclosed fence is a step whose
   action is ``invalid_action {"raw", "error"}``: the agent's format-error reply is its
   observation (``error="format_error"``).
 * the next user message is the observation: ``exit_code`` from ``<returncode>``, ``output`` from
@@ -78,7 +78,25 @@ from knowlyr.recorder.text_actions import (
 )
 from knowlyr.trajectory import Step, Trajectory
 
-__all__ = ["FORMATS", "LIMIT_EXITS", "MiniSWEAgentAdapter"]
+__all__ = ["BASH_TOOL", "FORMATS", "LIMIT_EXITS", "MiniSWEAgentAdapter"]
+
+#: mini-swe-agent's one tool: every action is a bash command, run in a new subshell.
+BASH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a bash command in the task's repository and return its exit code "
+        "and output. Every command runs in a new subshell: a directory change or an "
+        "environment variable does not persist to the next command.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The bash command to run."}
+            },
+            "required": ["command"],
+        },
+    },
+}
 
 #: ``trajectory_format`` values mini-swe-agent writes -> its default action regex.
 FORMATS: dict[str, str] = {
@@ -142,6 +160,7 @@ class MiniSWEAgentAdapter(Adapter):
     description = 'mini-swe-agent .traj.json: {"trajectory_format": "mini-swe-agent-1"|"-1.1", info{exit_status, submission, model_stats}, messages}'
     extensions = (".json",)
     priority = 8  # its trajectory_format is exact: before the generic chat formats
+    agent_tools = (BASH_TOOL,)
 
     def sniff(self, obj: Any) -> bool:
         return isinstance(obj, dict) and obj.get("trajectory_format") in FORMATS
