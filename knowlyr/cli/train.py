@@ -127,7 +127,12 @@ _TO_STORE = typer.Option(
 _NAME = typer.Option(
     None, "--name", help="Dataset name in the store (default: the output folder name)."
 )
-_SYSTEM = typer.Option(None, "--system-prompt", help="System message (default: knowlyr's).")
+_SYSTEM = typer.Option(
+    None,
+    "--system-prompt",
+    help="System message of every row (default: the agent's own where its log kept it, "
+    "else knowlyr's).",
+)
 
 
 @export_app.command("sft")
@@ -163,6 +168,7 @@ def export_sft_cmd(
 
     kw = {
         "system_prompt": system_prompt or DEFAULT_SYSTEM_PROMPT,
+        "keep_agent_prompt": system_prompt is None,
         "only_success": not include_failed,
         "min_reward": min_reward,
         "max_steps_per_row": max_steps_per_row,
@@ -213,7 +219,11 @@ def export_dpo_cmd(
     result = _run_export(
         inputs,
         lambda: export_dpo(
-            _documents(inputs, store), validated=True, system_prompt=prompt, min_margin=min_margin
+            _documents(inputs, store),
+            validated=True,
+            system_prompt=prompt,
+            keep_agent_prompt=system_prompt is None,
+            min_margin=min_margin,
         ),
     )
     _finish(
@@ -250,6 +260,7 @@ def export_grpo_cmd(
             _documents(inputs, store),
             validated=True,
             system_prompt=prompt,
+            keep_agent_prompt=system_prompt is None,
             min_group_size=min_group_size,
         ),
     )
@@ -349,15 +360,33 @@ _OUT = typer.Option(
     Path("runs/train"), "--output", "-o", help="Output folder; the model goes to OUTPUT/final."
 )
 _EPOCHS = typer.Option(3.0, "--epochs", help="Training epochs.")
-_LR = typer.Option(None, "--lr", help="Learning rate (default: TRL's).")
+_LR = typer.Option(
+    None,
+    "--lr",
+    help="Peak learning rate (default: one that learns for the model: the tiny preset's for "
+    "--model tiny, SFT 3e-3 / DPO 5e-4 / GRPO 1e-4; TRL's for a pretrained model). The run "
+    "prints the values it uses.",
+)
 _BS = typer.Option(8, "--batch-size", help="Per-device batch size.")
 _LORA = typer.Option(None, "--lora-r", help="Train a LoRA adapter of this rank (needs peft).")
 _SEED = typer.Option(0, "--seed", help="Random seed.")
 
 
 def _common(
-    output: Path, epochs: float, lr: float | None, batch_size: int, lora_r: int | None, seed: int
+    method: str,
+    model: str,
+    output: Path,
+    epochs: float,
+    lr: float | None,
+    batch_size: int,
+    lora_r: int | None,
+    seed: int,
 ) -> dict:
+    """The config arguments every trainer takes; the learning rate is the tiny preset's for
+    ``--model tiny`` (:data:`~knowlyr.train._defaults.TINY_LEARNING_RATES`), else TRL's
+    default, unless ``--lr`` is given."""
+    from knowlyr.train._defaults import TINY_LEARNING_RATES
+
     kw = {
         "output_dir": str(output),
         "num_train_epochs": epochs,
@@ -367,7 +396,31 @@ def _common(
     }
     if lr is not None:
         kw["learning_rate"] = lr
+    elif model == "tiny":
+        kw["learning_rate"] = TINY_LEARNING_RATES[method]
     return kw
+
+
+def _chosen(config: Any, model: str, lr: float | None, **extra: Any) -> None:
+    """Print the settings a run trains with, and where its learning rate came from."""
+    if lr is not None:
+        source = "from --lr"
+    elif model == "tiny":
+        source = "the tiny preset's; --lr to change"
+    else:
+        trl = next(c for c in type(config).__mro__ if c.__module__.startswith("trl"))
+        source = f"TRL's {trl.__name__} default for a pretrained model; --lr to change"
+    settings = {
+        "model": model,
+        "learning_rate": config.learning_rate,
+        "epochs": config.num_train_epochs,
+        "batch_size": config.per_device_train_batch_size,
+        "lora_r": getattr(config, "lora_r", None),
+        "seed": config.seed,
+        **extra,
+    }
+    line = ", ".join(f"{k} {v}" for k, v in settings.items() if v is not None)
+    typer.echo(f"training with {line} (learning rate {source})", err=True)
 
 
 def _report(result) -> None:
@@ -394,17 +447,21 @@ def train_sft_cmd(
     curriculum: bool = typer.Option(False, "--curriculum", help="Short / high-reward rows first."),
     seed: int = _SEED,
 ) -> None:
-    """Supervised fine-tuning (observation masking on; optional step weights and curriculum)."""
+    """Supervised fine-tuning (observation masking on; optional step weights and curriculum).
+
+    Learning rate: the tiny preset's 3e-3 for --model tiny, TRL's for a pretrained model;
+    the run prints the values it trains with."""
     from knowlyr.train.run import train_sft
     from knowlyr.train.sft_config import KnowlyrSFTConfig
 
     ds = _dataset(data)
     m, tok = _model(model, ds, seed)
     config = KnowlyrSFTConfig(
-        **_common(output, epochs, lr, batch_size, lora_r, seed),
+        **_common("sft", model, output, epochs, lr, batch_size, lora_r, seed),
         step_weighted_loss=step_weighted,
         curriculum=curriculum,
     )
+    _chosen(config, model, lr)
     _report(_train(train_sft, ds, m, tok, config))
 
 
@@ -420,13 +477,19 @@ def train_dpo_cmd(
     beta: float = typer.Option(0.1, "--beta", help="DPO beta."),
     seed: int = _SEED,
 ) -> None:
-    """Direct preference optimisation on exported pairs."""
+    """Direct preference optimisation on exported pairs.
+
+    Learning rate: the tiny preset's 5e-4 for --model tiny, TRL's for a pretrained model;
+    the run prints the values it trains with."""
     from knowlyr.train.dpo_config import KnowlyrDPOConfig
     from knowlyr.train.run import train_dpo
 
     ds = _dataset(data)
     m, tok = _model(model, ds, seed)
-    config = KnowlyrDPOConfig(**_common(output, epochs, lr, batch_size, lora_r, seed), beta=beta)
+    config = KnowlyrDPOConfig(
+        **_common("dpo", model, output, epochs, lr, batch_size, lora_r, seed), beta=beta
+    )
+    _chosen(config, model, lr, beta=beta)
     _report(_train(train_dpo, ds, m, tok, config))
 
 
@@ -453,7 +516,10 @@ def train_grpo_cmd(
     lora_r: int | None = _LORA,
     seed: int = _SEED,
 ) -> None:
-    """Online multi-turn GRPO in a knowlyr env (TRL environment_factory), step-level advantages."""
+    """Online multi-turn GRPO in a knowlyr env (TRL environment_factory), step-level advantages.
+
+    Learning rate: the tiny preset's 1e-4 for --model tiny, TRL's for a pretrained model;
+    the run prints the values it trains with."""
     from knowlyr.train.grpo_config import KnowlyrGRPOConfig
     from knowlyr.train.grpo_trainer import environment_factory_for
     from knowlyr.train.run import train_grpo
@@ -474,8 +540,9 @@ def train_grpo_cmd(
         max_steps=max_steps,
     )
     config = KnowlyrGRPOConfig(
-        **_common(output, epochs, lr, batch_size, lora_r, seed),
+        **_common("grpo", model, output, epochs, lr, batch_size, lora_r, seed),
         num_generations=generations,
         max_tool_calling_iterations=max_steps,
     )
+    _chosen(config, model, lr, generations=generations)
     _report(_train(train_grpo, ds, m, tok, config, environment_factory=env_factory))
