@@ -43,7 +43,10 @@ def _open(url: str | None) -> Store:
 
 
 def _fail(e: Exception) -> typer.Exit:
-    typer.echo(f"error: {e}", err=True)
+    from knowlyr.recorder.redact import redact_text
+
+    # an OS error names its file, and a file name can hold a key
+    typer.echo(f"error: {redact_text(str(e))[0]}", err=True)
     return typer.Exit(1)
 
 

@@ -314,6 +314,11 @@ def _clean(data: bytes, redact: bool | RedactionPolicy) -> tuple[bytes, list[Red
     return redaction_policy(redact).redact_bytes(data)
 
 
+def _clean_text(text: str, redact: bool | RedactionPolicy) -> str:
+    """A message (a rejection's reason) with what ``redact`` redacts replaced."""
+    return redaction_policy(redact).redact_text(text)[0] if redact else text
+
+
 def _iter_lines(
     adapter: Adapter,
     path: str,
@@ -384,7 +389,8 @@ def _iter_file(
     try:
         yield from _iter_file_records(path, spath, fmt, redact, writer)
     except _ReadError as e:
-        yield Rejected(spath, None, e.reason, b"")
+        # the OS error names the file: a secret in its name must not reach the reason
+        yield Rejected(spath, None, _clean_text(e.reason, redact), b"")
 
 
 def _iter_file_records(

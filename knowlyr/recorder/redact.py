@@ -3,23 +3,42 @@
 Every log goes through :func:`redact_bytes` *before* it is parsed, so every string of the
 resulting trajectory (thoughts, commands, outputs, metadata) and the raw blob that is
 stored next to it are already clean. A secret is replaced by a placeholder that names its
-kind and a short fingerprint (the first 12 hex digits of its sha256) so that two leaks of
-the same key can be correlated without keeping the key::
+kind and a keyed fingerprint::
 
     sk-proj-AbC...xyz  ->  [REDACTED:openai_key#3f2a1b9c0d4e]
 
-Redaction works on the JSON bytes, never crossing a string boundary: no rule matches a
-double quote or a backslash, so the document stays valid JSON. A secret whose characters
-the JSON spells as escapes (``"sk-\\u0061bc..."``, ``https:\\/\\/user:pw@...``) is found
-too: when the log has escapes of printable ASCII, it is read again with them decoded, and
-if that finds secrets the decoded (same JSON value) bytes are what is kept, redacted.
+The fingerprint is the first 12 hex digits of HMAC-SHA256(key, secret). Under one key the
+same secret always gets the same placeholder, so two leaks of one key can be correlated and
+re-ingesting a log gives the same trajectory (the store deduplicates on content). Without the
+key nothing can be learnt from it: a bare hash would let anyone run a wordlist
+(``Summer2024!`` from its sha256) against a shared dataset. The key is:
 
-Assignments in source code are not secrets: ``password = self.password``,
-``token = request.headers.get("X-Token")``, ``password: Optional[str] = None`` or a test
-fixture's ``password="password"`` stay as written (a dotted name, a call, a subscript, a
-variable named after the key, a type, or a placeholder value), so that redacting a log never
-changes the patch an agent submitted. ``PASSWORD=hunter22`` and ``password="s3cr3t!"`` are
-redacted.
+* for a store's ingest, the store's own (``<store>/redaction.key``, 32 random bytes written
+  when first needed, see :attr:`knowlyr.store.Store.redaction_key`): placeholders correlate
+  within a store and nowhere else. Whoever holds that file can test guesses against the
+  store's placeholders, so share a store's tables and exports, not that file; deleting it
+  changes the placeholders of later ingests only (the same log then gets a new trajectory);
+* otherwise the installation's (:func:`installation_key`): ``$KNOWLYR_REDACTION_KEY``, else
+  ``~/.config/knowlyr/redaction.key`` (created on first use, mode 0600), else, where that
+  cannot be written, a random key for the process (placeholders then differ between runs);
+* or the one given: ``RedactionPolicy(key=...)`` / ``redact_bytes(..., key=...)``.
+
+What is a secret (:mod:`knowlyr.recorder.secret_rules`): keys recognisable by their format
+(``sk-``, ``AKIA``, ``ghp_``, ``npm_``, ``sk_live_``, ``SG.``, PEM private keys...) always,
+also wrapped over lines or written in base64; values a secret's context gives away
+(``PGPASSWORD=``, ``"client_secret":``, ``--password X``, ``https://user:pw@host``,
+``Authorization: Basic``, ``mysql -pX``, ``sshpass -p X``, ``AccountKey=``), unless they are
+code or test data: ``password = self.password``, ``password: Optional[str] = None``, a
+placeholder (``'password': 'mypassword'``, ``http://user:pass@example.com``), a lowercase
+phrase quoted in test code. So redacting a log does not rewrite the tests and patches in it,
+and a weak but real ``PASSWORD=hunter22`` is still redacted.
+
+Redaction works on the JSON bytes and keeps them valid JSON: a replaced span never cuts an
+escape sequence in two. A secret whose characters the JSON spells as escapes
+(``"sk-\\u0061bc..."``, ``https:\\/\\/user:pw@...``, or escaped twice in JSON inside JSON) is
+found in a decoded view of the log, and its span replaced in the bytes as written. Error
+messages that name files (an unreadable file whose name holds a key) are redacted the same
+way (:func:`redact_text`).
 
 Personal data (e-mail addresses, phone numbers, IPv4/IPv6 addresses) is redacted only when
 asked for: ``redact_bytes(data, pii=("email", "phone", "ip"))``, or a
@@ -27,22 +46,35 @@ asked for: ``redact_bytes(data, pii=("email", "phone", "ip"))``, or a
 (``knowlyr ingest --redact-pii email,phone,ip``).
 
 Speed: one pass over the bytes finds every rule's literal triggers (``sk-``, ``AKIA``,
-``password``...) with a SIMD Aho-Corasick automaton (``ahocorasick-rs``, ~4 GB/s); each rule's
-pattern is then matched only at its triggers' positions. A clean 45 KB log costs ~15 µs.
+``password=``...) with a SIMD Aho-Corasick automaton (``ahocorasick-rs``); each rule is then
+tried only at its triggers' positions.
 
 Example:
     >>> clean, hits = redact_bytes(b'{"cmd": "export OPENAI_API_KEY=sk-abcdefghijklmnopqrstuv"}')
     >>> b"sk-abc" in clean, hits[0].kind
     (False, 'openai_key')
+    >>> redact_text("PGPASSWORD=Xk9mQ2vL7pR psql")[0][:29]
+    'PGPASSWORD=[REDACTED:password'
+    >>> redact_text("'http://user:pass@example.com'")[1]  # test data
+    []
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import hmac
+import os
 import re
+import secrets as _random
+import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from knowlyr.recorder import secret_rules as sr
+from knowlyr.recorder.pii_rules import PII_CLASSES, PII_RULES, is_pii
 
 if TYPE_CHECKING:
     from knowlyr.trajectory import Trajectory
@@ -53,6 +85,7 @@ __all__ = [
     "Redaction",
     "RedactionPolicy",
     "fingerprint",
+    "installation_key",
     "locate_redactions",
     "redact_bytes",
     "redact_text",
@@ -67,7 +100,7 @@ class Redaction:
 
     Attributes:
         kind: the rule that matched (``openai_key``, ``aws_access_key``, ``password``...).
-        fingerprint: first 12 hex digits of sha256(secret).
+        fingerprint: first 12 hex digits of HMAC-SHA256(key, secret) (module docstring).
         step: index of the step whose string held it, ``None`` outside the steps.
         field: dotted field name (``observation.output``, ``task.instruction``), or ``raw``
             when the secret sat in a part of the log the trajectory does not keep.
@@ -87,314 +120,441 @@ class Redaction:
         }
 
 
-def fingerprint(secret: bytes | str) -> str:
-    """Short, stable, non-reversible id of a secret (12 hex digits of its sha256)."""
+# -- keys -----------------------------------------------------------------------------------
+
+KEY_ENV = "KNOWLYR_REDACTION_KEY"
+_installation_key: bytes | None = None
+
+
+def installation_key() -> bytes:
+    """This installation's fingerprint key: ``$KNOWLYR_REDACTION_KEY`` (its UTF-8 bytes), else
+    the file ``$XDG_CONFIG_HOME/knowlyr/redaction.key`` (``~/.config``), created with 32 random
+    bytes on first use; where it cannot be written, a random key for this process (with a
+    warning: placeholders then change from run to run)."""
+    global _installation_key
+    env = os.environ.get(KEY_ENV)
+    if env:
+        return env.encode()
+    if _installation_key is None:
+        base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+        _installation_key = _key_file(Path(base) / "knowlyr" / "redaction.key")
+    return _installation_key
+
+
+def _key_file(path: Path) -> bytes:
+    """The key in ``path``, written there first (whole, mode 0600) when there is none."""
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as e:
+        warnings.warn(
+            f"redaction key {path} unreadable ({e}): using a key for this process only",
+            stacklevel=3,
+        )
+        return _random.token_bytes(32)
+    new = _random.token_bytes(32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{new[:4].hex()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(new.hex())
+        try:
+            os.link(tmp, path)  # appears whole, and only if no other process was first
+        except FileExistsError:
+            new = bytes.fromhex(path.read_text().strip())
+        finally:
+            tmp.unlink()
+    except OSError as e:
+        warnings.warn(
+            f"cannot write redaction key {path} ({e}): using a key for this process only",
+            stacklevel=3,
+        )
+    return new
+
+
+def fingerprint(secret: bytes | str, key: bytes | None = None) -> str:
+    """Short, stable, keyed id of a secret: 12 hex digits of HMAC-SHA256(``key``, secret)
+    (``key`` defaults to :func:`installation_key`); nothing can be learnt from it without the key."""
     if isinstance(secret, str):
         secret = secret.encode()
-    return hashlib.sha256(secret).hexdigest()[:12]
-
-
-# A secret never contains a JSON quote or backslash, so a match stays inside one string. A
-# KEY=value rule may look past the quotes around a key or a value, escaped once or more
-# (JSON inside a JSON string: \\\"password\\\": \\\"...\\\"), but replaces only the value.
-# _B keeps a match from starting inside a word; it may start right after a JSON escape (\n,
-# \t...) or a literal backslash (C:\keys\AKIA..., written \\ in JSON), but not at the letter
-# of an escape itself (the "t" of \token is a tab). Keys (PASSWORD, API_KEY) may follow an
-# underscore: DB_PASSWORD=..., OPENAI_API_KEY=...
-_B = rb"(?:(?<![\\A-Za-z0-9_])|(?<=\\[nrtbf])|(?<=\\)(?![nrtbfu]))"
-_K = _B.replace(b"_", b"")
-_SAFE = rb"[^\s\"'\\<>`,;&|)(\]\[{}]"
-_SEP = rb"\\*[\"']?\s*[:=]\s*(?P<q>\\*[\"'])?"
-
-# kind, triggers, pattern (matched AT a trigger's position), group holding the secret (0 = all)
-_RULES: list[tuple[str, tuple[bytes, ...], bytes, int | str]] = [
-    (
-        "private_key",
-        (b"-----BEGIN ",),
-        rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[A-Za-z0-9+/=\s\\:,.\-]{0,8000}?-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----",
-        0,
-    ),
-    ("anthropic_key", (b"sk-",), _B + rb"sk-ant-[A-Za-z0-9_\-]{16,}", 0),
-    ("openai_key", (b"sk-",), _B + rb"sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", 0),
-    ("aws_access_key", (b"AKIA", b"ASIA"), _B + rb"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])", 0),
-    (
-        "aws_secret_key",
-        (b"aws_secret_access_key", b"AWS_SECRET_ACCESS_KEY"),
-        rb"(?i:aws_secret_access_key)" + _SEP + rb"(?P<v>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
-        "v",
-    ),
-    (
-        "github_token",
-        (b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_"),
-        _B + rb"gh[pousr]_[A-Za-z0-9]{30,}",
-        0,
-    ),
-    ("github_token", (b"github_pat_",), _B + rb"github_pat_[A-Za-z0-9_]{22,}", 0),
-    (
-        "slack_token",
-        (b"xoxb-", b"xoxp-", b"xoxa-", b"xoxo-", b"xoxs-", b"xoxr-"),
-        _B + rb"xox[abposr]-[A-Za-z0-9\-]{10,}",
-        0,
-    ),
-    ("google_api_key", (b"AIza",), _B + rb"AIza[0-9A-Za-z_\-]{35}", 0),
-    ("huggingface_token", (b"hf_",), _B + rb"hf_[A-Za-z0-9]{30,}", 0),
-    (
-        "jwt",
-        (b"eyJ",),
-        _B + rb"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
-        0,
-    ),
-    (
-        "bearer_token",
-        (b"Bearer", b"bearer", b"BEARER"),
-        _B + rb"(?i:bearer)\s+([A-Za-z0-9_\-.=+/~]{16,})",
-        1,
-    ),
-    (
-        "password",
-        (
-            b"password",
-            b"Password",
-            b"PASSWORD",
-            b"passwd",
-            b"PASSWD",
-            b"pwd",
-            b"PWD",
-            b"secret",
-            b"Secret",
-            b"SECRET",
-        ),
-        _K + rb"(?i:password|passwd|pwd|secret)" + _SEP + rb"(?P<v>" + _SAFE + rb"{4,})",
-        "v",
-    ),
-    (
-        "api_token",
-        (
-            b"token",
-            b"Token",
-            b"TOKEN",
-            b"api_key",
-            b"API_KEY",
-            b"apikey",
-            b"APIKEY",
-            b"api-key",
-            b"API-KEY",
-            b"Api-Key",
-        ),
-        _K + rb"(?i:token|api[_\-]?key)" + _SEP + rb"(?P<v>" + _SAFE + rb"{12,})",
-        "v",
-    ),
-    # user:password@ in URLs, matched from the "://"; the password runs to the last "@" before
-    # the host (a password may hold "@": user:p@ss@host)
-    ("url_credentials", (b"://",), rb"://[^\s:/@\"'\\]+:([^\s\"'\\<>`,;&|)(\]\[{}/]+)@", 1),
-]
-
-# Values that look like an assignment but are not secrets (placeholders, env references...).
-_BENIGN = re.compile(
-    rb"^(?:\[REDACTED|\$|%|\{|<|\*+$|x+$|null$|none$|true$|false$|undefined$|required$|optional$|str$|string$|int$)",
-    re.I,
-)
-# KEY = value in source code (the rules marked ``code``), unquoted: a call or subscript
-# (getpass(), os.environ["X"]), a dotted name (self.password, settings.DB_PASSWORD), a name that
-# names the key again (password=password, raw_password, api_key=api_key_env), a type
-# (password: SecretStr) or a path (PWD=/home/me); quoted: a test fixture's placeholder
-# (password="password", secret="test").
-_DOTTED = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
-_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
-_KEY_WORD = re.compile(rb"(?i)pass|pwd|secret|token|key|cred")
-_TYPES = frozenset(
-    b"any bool bytes dict float list object optional secretbytes secretstr self cls union".split()
-)
-_FIXTURE_VALUES = frozenset(
-    b"password passwd pwd pass secret token apikey api_key test testing testpass testpassword "
-    b"example dummy fake foo bar foobar baz changeme placeholder".split()
-)
-
-
-def _code_or_fixture(m: re.Match[bytes], data: bytes) -> bool:
-    """Whether a KEY=value match is code or a test fixture rather than a secret (see above)."""
-    value = m.group("v")
-    if m.group("q"):  # quoted: a literal; only well-known fixture values are kept
-        return value.lower() in _FIXTURE_VALUES
-    if data[m.end("v") : m.end("v") + 1] in (b"(", b"["):  # a call or a subscript
-        return True
-    if value.startswith((b"/", b"./", b"~/")):  # a path (PWD=/home/me in an env dump)
-        return True
-    if _DOTTED.fullmatch(value):
-        return True
-    if _NAME.fullmatch(value):
-        return value.lower() in _TYPES or bool(_KEY_WORD.search(value))
-    return False
+    return hmac.new(key or installation_key(), secret, hashlib.sha256).hexdigest()[:12]
 
 
 PLACEHOLDER_RE = re.compile(r"\[REDACTED:([a-z0-9_]+)#([0-9a-f]{12})\]")
 
 
+# -- finding --------------------------------------------------------------------------------
+
+
 @dataclass(slots=True)
-class _Rule:
+class _Hit:
+    start: int
+    end: int
     kind: str
-    regex: re.Pattern[bytes]
-    group: int | str
-    code: bool = False  # KEY=value rules: skip assignments in source code (_code_or_fixture)
+    secret: bytes
 
 
-_COMPILED: list[_Rule] = [
-    _Rule(k, re.compile(p), g, k in ("password", "api_token")) for k, _t, p, g in _RULES
+Handler = Callable[[bytes, int, bool, int], "_Hit | list[_Hit] | None"]
+
+
+def _format_handler(rule: sr.Format) -> Handler:
+    def find(data: bytes, pos: int, json: bool, _depth: int) -> _Hit | None:
+        if not sr.starts_token(data, pos, json):
+            return None
+        end = rule.match(data, pos)
+        if end is None:
+            return None
+        return _Hit(pos, end, rule.kind, sr.BR_RE.sub(b"", data[pos:end]))
+
+    return find
+
+
+def _pem(data: bytes, pos: int, _json: bool, _depth: int) -> _Hit | None:
+    m = sr.PEM_RE.match(data, pos)
+    return None if m is None else _Hit(pos, m.end(), "private_key", m.group(0))
+
+
+def _key_value(data: bytes, pos: int, json: bool, _depth: int) -> _Hit | None:
+    """KEY=value, KEY: value, "KEY": "value", --key value, aws configure set KEY value."""
+    m = sr.KEY_SEP_RE.match(data, pos)  # the rest of the key, then ":" / "=" (most hits end here)
+    spaced = m is None
+    if spaced:
+        m = sr.KEY_SPACE_RE.match(data, pos)
+        if m is None:
+            return None
+    s = sr.key_start(data, pos)
+    if spaced and data[s : s + 1] != b"-" and data[max(0, s - 14) : s] != b"configure set ":
+        return None  # a value after a space only for a --flag or aws configure set
+    kind = sr.key_kind(data[s : m.end("key")])
+    if kind is None:
+        return None
+    q = m.group("q")
+    span = sr.value_at(data, m.end(), q)
+    if span is None:
+        return None
+    v0, v1 = span
+    if v1 - v0 < (12 if kind == "api_token" else 4):
+        return None
+    fmt = _format_at(data, v0, v1)
+    if fmt is not None:  # a key of a known format (followed over line breaks)
+        return fmt
+    if sr.keep_value(data, v0, v1, quoted=bool(q)):
+        return None
+    return _Hit(v0, v1, kind, data[v0:v1])
+
+
+def _format_at(data: bytes, start: int, end: int) -> _Hit | None:
+    """The token of a known format that starts at ``start``, if one does, to at least ``end``
+    (a context's value that is itself a key: ``OPENAI_API_KEY=sk-...``)."""
+    for f in sr.FORMATS:
+        if data.startswith(f.triggers, start):
+            e = f.match(data, start)
+            if e is not None:
+                e = max(e, end)
+                return _Hit(start, e, f.kind, sr.BR_RE.sub(b"", data[start:e]))
+    return None
+
+
+def _url(data: bytes, pos: int, _json: bool, _depth: int) -> _Hit | None:
+    m = sr.URL_RE.match(data, pos)
+    if m is None:
+        return None
+    found = sr.url_password(data, m)
+    if found is None:
+        return None
+    v0, v1, host = found
+    fmt = _format_at(data, v0, v1)
+    if fmt is not None:
+        return fmt
+    if sr.keep_value(data, v0, v1, quoted=True, code=False, host=host):
+        return None
+    return _Hit(v0, v1, "url_credentials", data[v0:v1])
+
+
+def _command(rx: re.Pattern[bytes]) -> Handler:
+    """``mysql -pX`` / ``sshpass -p X``: the password argument of a known command."""
+
+    def find(data: bytes, pos: int, json: bool, _depth: int) -> _Hit | None:
+        if not sr.starts_token(data, pos, json):
+            return None
+        m = rx.match(data, pos)
+        if m is None:
+            return None
+        q = m.group("q")
+        span = sr.value_at(data, m.end(), q)
+        if span is None:
+            return None
+        v0, v1 = span
+        if sr.keep_value(data, v0, v1, quoted=bool(q), code=False):
+            return None
+        return _Hit(v0, v1, "password", data[v0:v1])
+
+    return find
+
+
+def _basic(data: bytes, pos: int, _json: bool, _depth: int) -> _Hit | None:
+    m = sr.BASIC_RE.match(data, pos)
+    if m is None:
+        return None
+    pw = sr.basic_credentials(m.group("v"))
+    if pw is None or sr.is_placeholder(pw):
+        return None
+    return _Hit(m.start("v"), m.end("v"), "basic_auth", m.group("v"))
+
+
+def _bearer(data: bytes, pos: int, json: bool, _depth: int) -> _Hit | None:
+    if not sr.starts_token(data, pos, json):
+        return None
+    m = sr.BEARER_RE.match(data, pos)
+    if m is None or sr.is_placeholder(m.group("v")):
+        return None
+    return _Hit(m.start("v"), m.end("v"), "bearer_token", m.group("v"))
+
+
+def _azure(data: bytes, pos: int, _json: bool, _depth: int) -> _Hit | None:
+    """An Azure connection string's ``AccountKey=`` / ``SharedAccessKey=`` value."""
+    end = sr.AZURE_KEY.match(data, pos)
+    if end is None:
+        return None
+    v0 = data.index(b"=", pos) + 1
+    return _Hit(v0, end, "azure_storage_key", sr.BR_RE.sub(b"", data[v0:end]))
+
+
+def _base64(data: bytes, pos: int, _json: bool, depth: int) -> _Hit | None:
+    """A base64 run that decodes to text holding a secret: the whole run is replaced."""
+    if depth >= 2:
+        return None
+    return _b64_hit(data, *sr.b64_run(data, pos, pos), depth)
+
+
+def _b64_hit(data: bytes, s: int, e: int, depth: int) -> _Hit | None:
+    if e - s < 12:
+        return None
+    text = sr.b64_decode(data[s:e])
+    if text is None:
+        return None
+    inner, _ = _find(text, json=False, depth=depth + 1)
+    if not inner:
+        return None
+    return _Hit(s, e, inner[0].kind, inner[0].secret)
+
+
+def _base64_context(data: bytes, pos: int, _json: bool, depth: int) -> list[_Hit] | None:
+    """Near the word ``base64`` (``echo ... | base64``, ``base64 -d <<EOF``, ``b64decode(...)``),
+    every base64 run of 16 characters or more that decodes to text holding a secret."""
+    if depth >= 2:
+        return None
+    hits = []
+    for m in sr.B64_RUN_RE.finditer(data, max(0, pos - 1024), pos + 4096):
+        if (hits and m.start() < hits[-1].end) or not sr.b64_like(m.group(0)):
+            continue
+        h = _b64_hit(data, *sr.b64_run(data, m.start(), m.end()), depth)
+        if h is not None:
+            hits.append(h)
+    return hits or None
+
+
+# Trigger -> the rule tried at its positions (``None``: a JSON escape of printable ASCII, which
+# makes redact_bytes read a decoded view of the log too). Where two triggers of one group start
+# at the same place, the first listed wins. Each group is one Aho-Corasick scan: up to ~30
+# patterns a scan runs at several GB/s (SIMD), a few hundred in one scan at ~200 MB/s.
+_FORMATS: list[tuple[bytes, Handler | None]] = [(b"-----BEGIN ", _pem)]
+for _f in sr.FORMATS:
+    _h = _format_handler(_f)
+    _FORMATS.extend((t, _h) for t in _f.triggers)
+_SPECIAL: list[tuple[bytes, Handler | None]] = [
+    (b"AccountKey=", _azure),
+    (b"SharedAccessKey=", _azure),
+    (b"://", _url),
+    (b"mysql", _command(sr.MYSQL_RE)),
+    (b"mariadb", _command(sr.MYSQL_RE)),
+    (b"sshpass", _command(sr.SSHPASS_RE)),
+    *((t, _basic) for t in (b"Basic ", b"basic ", b"BASIC ")),
+    *((t, _bearer) for t in (b"Bearer", b"bearer", b"BEARER")),
+    *((t, _base64_context) for t in (b"base64", b"Base64", b"BASE64", b"b64decode", b"b64encode")),
+    # JSON may spell printable ASCII as \u0020-\u007e (and "/" as "\/"): "sk-\u0061bc..." is
+    # the secret "sk-abc...". "\/" has its own scan: as a trigger among the others, a two-byte
+    # pattern starting with the backslash of every "\n" would make a scan 4x slower.
+    *((b"\\u00%d" % d, None) for d in range(2, 8)),
 ]
-_PREFIXED = [r for r in _COMPILED if r.group == 0]
-_TRIGGERS: list[bytes] = []
-_BY_TRIGGER: list[list[_Rule]] = []
-for (_kind, _trig, _p, _g), _rule in zip(_RULES, _COMPILED, strict=True):
-    for _t in _trig:
-        if _t not in _TRIGGERS:
-            _TRIGGERS.append(_t)
-            _BY_TRIGGER.append([])
-        _BY_TRIGGER[_TRIGGERS.index(_t)].append(_rule)
-
-# JSON may spell printable ASCII as \u0020-\u007e (and "/" as "\/"): "sk-\u0061bc..." is the
-# secret "sk-abc...". These triggers have no rule: seeing one makes redact_bytes look again at
-# the log with such escapes decoded (see _unescape_ascii). "\/" has its own scan: as a trigger
-# among the others, a two-byte pattern starting with the backslash of every "\n" would make the
-# one scan 4x slower.
-for _t in (b"\\u00%d" % d for d in range(2, 8)):
-    _TRIGGERS.append(_t)
-    _BY_TRIGGER.append([])
-_ESCAPE = re.compile(rb"\\(?:u00([2-7][0-9A-Fa-f])|(/)|.)", re.S)
+_GROUPS: list[list[tuple[bytes, Handler | None]]] = [
+    _FORMATS[: len(_FORMATS) // 2],
+    _FORMATS[len(_FORMATS) // 2 :] + _SPECIAL[:5],
+    _SPECIAL[5:],
+    *([(t, _key_value) for t in g] for g in sr.key_triggers()),
+    *([(t, _base64) for t in g] for g in sr.b64_triggers()),
+]
 
 
-def _unescape_char(m: re.Match[bytes]) -> bytes:
-    if m.group(2):
-        return b"/"
-    h = m.group(1)
-    if h is None:
-        return m.group(0)  # any other escape (\\, \", \n, \u00e9...) stays as written
-    c = int(h, 16)
-    return m.group(0) if c in (0x22, 0x5C, 0x7F) else bytes((c,))
-
-
-def _unescape_ascii(data: bytes) -> bytes:
-    """``data`` with JSON escapes of printable ASCII other than ``"`` and ``\\`` (and ``\\/``)
-    written as the character itself: the same JSON value, so a pattern can see the secret."""
-    return _ESCAPE.sub(_unescape_char, data)
-
-
-def _make_scanner() -> tuple[Callable[[bytes], list[tuple[int, int, int]]], Callable[[bytes], Any]]:
-    """All trigger positions in one pass: a SIMD Aho-Corasick (ahocorasick-rs) when installed,
-    else one ``bytes.find`` loop per trigger; and a test for an escaped slash."""
+def _make_scanner(
+    groups: list[list[tuple[bytes, Handler | None]]],
+) -> Callable[[bytes], list[tuple[int, Handler | None]]]:
+    """Every trigger position of every group, in order, with its rule: a SIMD Aho-Corasick
+    scan (ahocorasick-rs) per group when installed, else ``bytes.find`` loops."""
     try:
         import ahocorasick_rs
     except ImportError:  # pragma: no cover - exercised only without the optional accelerator
+        table = [(t, h) for g in groups for t, h in dict(g).items()]
 
-        def scan(data: bytes) -> list[tuple[int, int, int]]:
+        def scan_slow(data: bytes) -> list[tuple[int, Handler | None]]:
             hits = []
-            for i, t in enumerate(_TRIGGERS):
+            for t, h in table:
                 pos = data.find(t)
                 while pos >= 0:
-                    hits.append((i, pos, pos + len(t)))
+                    hits.append((pos, h))
                     pos = data.find(t, pos + 1)
-            hits.sort(key=lambda h: h[1])
+            hits.sort(key=lambda x: x[0])
             return hits
 
-        return scan, lambda data: b"\\/" in data
-    ac = ahocorasick_rs.BytesAhoCorasick(
-        _TRIGGERS, matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
-    )
-    slash = ahocorasick_rs.BytesAhoCorasick([b"\\/"])  # one pattern: a SIMD substring search
-    return ac.find_matches_as_indexes, slash.find_matches_as_indexes
+        return scan_slow
+    scanners = []
+    for g in groups:
+        rules = dict(g)  # the first rule named for a trigger is its rule
+        triggers = list(rules)
+        ac = ahocorasick_rs.BytesAhoCorasick(
+            triggers, matchkind=ahocorasick_rs.MATCHKIND_LEFTMOST_FIRST
+        )
+        scanners.append((ac.find_matches_as_indexes, [rules[t] for t in triggers]))
+
+    def scan(data: bytes) -> list[tuple[int, Handler | None]]:
+        hits: list[tuple[int, Handler | None]] = []
+        for find, handlers in scanners:
+            hits.extend((pos, handlers[i]) for i, pos, _end in find(data))
+        if len(scanners) > 1:
+            hits.sort(key=lambda x: x[0])
+        return hits
+
+    return scan
 
 
-_scan, _has_escaped_slash = _make_scanner()
+_scan = _make_scanner(_GROUPS)
+try:
+    import ahocorasick_rs as _acrs
+
+    _has_escaped_slash = _acrs.BytesAhoCorasick([b"\\/"]).find_matches_as_indexes
+except ImportError:  # pragma: no cover
+
+    def _has_escaped_slash(data: bytes) -> bool:
+        return b"\\/" in data
+
+
+def _find(data: bytes, *, json: bool = True, depth: int = 0) -> tuple[list[_Hit], bool]:
+    """The secrets in ``data``, in order, and whether it spells ASCII with escapes."""
+    hits: list[_Hit] = []
+    escaped = False
+    last = 0
+    for pos, handler in _scan(data):
+        if pos < last:
+            continue
+        if handler is None:
+            escaped = True
+            continue
+        h = handler(data, pos, json, depth)
+        if h is None:
+            continue
+        for x in h if isinstance(h, list) else (h,):
+            if x.start >= last:
+                hits.append(x)
+                last = x.end
+    return hits, escaped
+
+
+def _find_pii(data: bytes, classes: tuple[str, ...]) -> list[_Hit]:
+    return [
+        _Hit(m.start(), m.end(), kind, m.group(0))
+        for name in classes
+        for kind, rx in PII_RULES[name]
+        for m in rx.finditer(data)
+        if is_pii(kind, m.group(0))
+    ]
 
 
 def redaction_rules() -> list[str]:
     """The kinds of secret that are redacted."""
-    return sorted({r.kind for r in _COMPILED})
+    kinds = {f.kind for f in sr.FORMATS}
+    kinds |= {"private_key", "password", "api_token", "aws_secret_key", "url_credentials"}
+    kinds |= {"basic_auth", "bearer_token", "azure_storage_key"}
+    return sorted(kinds)
 
 
-# -- personal data (opt-in) --------------------------------------------------------------------
+# -- the decoded view -----------------------------------------------------------------------
 
-# A match starts at a word start, or right after a JSON escape (\n, \t...), never at the letter
-# of an escape; no pattern matches a quote or a backslash, so the JSON stays valid.
-_PB = rb"(?:(?<![\\A-Za-z0-9_.+\-])|(?<=\\[nrtbf]))"
-_OCTET = rb"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-_H16 = rb"[0-9A-Fa-f]{1,4}"
-_PII_RULES: dict[str, list[tuple[str, re.Pattern[bytes]]]] = {
-    "email": [
-        (
-            "email",
-            re.compile(
-                _PB + rb"[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}"
-                rb"[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![A-Za-z0-9_\-])"
-            ),
-        )
-    ],
-    "phone": [
-        (
-            "phone",
-            re.compile(
-                # +CC with 6-14 more digits in groups, or (555) 123-4567 / 555-123-4567 / 555.123.4567
-                rb"(?:(?<![\\A-Za-z0-9_+])|(?<=\\[nrtbf]))"
-                rb"(?:\+[1-9][0-9]{0,2}(?:[ .\-]?\(?[0-9]{1,4}\)?)(?:[ .\-]?[0-9]{2,4}){2,4}"
-                rb"|\([0-9]{3}\)[ .\-]?[0-9]{3}[ .\-][0-9]{4}"
-                rb"|[0-9]{3}([.\-])[0-9]{3}\1[0-9]{4})(?![0-9A-Za-z_]|[.\-][0-9])"
-            ),
-        )
-    ],
-    "ip": [
-        (
-            "ipv4",
-            re.compile(
-                rb"(?:(?<![\\A-Za-z0-9_.])|(?<=\\[nrtbf]))"
-                + rb"(?:"
-                + _OCTET
-                + rb"\.){3}"
-                + _OCTET
-                + rb"(?![0-9A-Za-z_]|\.[0-9])"
-            ),
-        ),
-        (
-            "ipv6",
-            re.compile(
-                rb"(?:(?<![\\A-Za-z0-9_:.])|(?<=\\[nrtbf]))(?:"
-                + rb"(?:"
-                + _H16
-                + rb":){7}"
-                + _H16
-                + rb"|(?:"
-                + _H16
-                + rb":){1,6}:(?:"
-                + _H16
-                + rb":){0,5}"
-                + _H16
-                + rb"|(?:"
-                + _H16
-                + rb":){1,7}:"
-                + rb"|::(?:"
-                + _H16
-                + rb":){0,6}"
-                + _H16
-                + rb")(?![0-9A-Za-z_:])"
-            ),
-        ),
-    ],
-}
-PII_CLASSES: tuple[str, ...] = tuple(_PII_RULES)
-"""The personal-data classes :func:`redact_bytes` can redact on request: email, phone, ip."""
-
-_NOT_PII = frozenset({b"0.0.0.0", b"255.255.255.255", b"::", b"::1"})
+# an escape of printable ASCII (other than '"', '\' and DEL) or of "/", at any depth of
+# JSON-in-JSON (\u0061, \\u0061, \/, \\\/)
+_ESCAPE = re.compile(rb"\\+(?:u00[2-7][0-9A-Fa-f]|/)")
 
 
-def _is_pii(kind: str, value: bytes) -> bool:
-    if value in _NOT_PII:
-        return False
-    if kind == "ipv4":
-        return not value.startswith(b"127.")  # loopback names no one
-    if kind == "ipv6":  # a C++ scope (std::map) or a time (12:30:00) is no address
-        groups = [g for g in value.split(b":") if g]  # a slice (y[::2]) has one
-        return any(c in b"0123456789" for c in value) and len(groups) >= 2
-    if kind == "phone":
-        return 7 <= sum(c in b"0123456789" for c in value) <= 15
-    return True
+def _decoded(data: bytes) -> bytes:
+    """``data`` with :data:`_ESCAPE` escapes decoded (what :class:`_View` reads, without the
+    offsets): one ``replace`` per distinct escape, longest first."""
+    for esc in sorted(set(_ESCAPE.findall(data)), key=len, reverse=True):
+        if esc[-1:] == b"/":
+            data = data.replace(esc, b"/")
+            continue
+        c = int(esc[-2:], 16)
+        if c not in (0x22, 0x5C, 0x7F):
+            data = data.replace(esc, bytes((c,)))
+    return data
+
+
+class _View:
+    """``data`` with :data:`_ESCAPE` escapes decoded, and the way back to ``data``'s offsets."""
+
+    def __init__(self, data: bytes):
+        parts: list[bytes] = []
+        self.view_at: list[int] = []  # view offset of each decoded escape
+        self.data_at: list[int] = []  # where that escape starts in data
+        self.shift: list[int] = []  # data offset minus view offset after it
+        last = shift = 0
+        for m in _ESCAPE.finditer(data):
+            esc = m.group(0)
+            c = b"/" if esc[-1:] == b"/" else bytes((int(esc[-2:], 16),))
+            if c in (b'"', b"\\", b"\x7f"):
+                continue
+            parts.append(data[last : m.start()])
+            self.view_at.append(m.start() - shift)
+            self.data_at.append(m.start())
+            parts.append(c)
+            shift += m.end() - m.start() - 1
+            self.shift.append(shift)
+            last = m.end()
+        parts.append(data[last:])
+        self.text = b"".join(parts)
+
+    def to_data(self, pos: int) -> int:
+        """Where the character at view offset ``pos`` starts in ``data`` (for an escape, its
+        first backslash); ``pos`` may be the view's end."""
+        i = bisect.bisect_right(self.view_at, pos) - 1
+        if i < 0:
+            return pos
+        if self.view_at[i] == pos:
+            return self.data_at[i]
+        return pos + self.shift[i]
+
+
+def _apply(data: bytes, hits: list[_Hit], key: bytes | None) -> tuple[bytes, list[Redaction]]:
+    """``data`` with each hit's span replaced by its placeholder (overlapping spans merged)."""
+    hits.sort(key=lambda h: (h.start, -h.end))
+    merged: list[_Hit] = []
+    for h in hits:
+        if merged and h.start < merged[-1].end:
+            merged[-1].end = max(merged[-1].end, h.end)
+        else:
+            merged.append(_Hit(h.start, h.end, h.kind, h.secret))
+    k = key or installation_key()
+    parts: list[bytes] = []
+    out: list[Redaction] = []
+    last = 0
+    for h in merged:
+        fp = fingerprint(h.secret, k)
+        out.append(Redaction(h.kind, fp))
+        parts.append(data[last : h.start])
+        parts.append(b"[REDACTED:" + h.kind.encode() + b"#" + fp.encode() + b"]")
+        last = h.end
+    parts.append(data[last:])
+    return b"".join(parts), out
 
 
 def _check_pii(pii: Iterable[str] | str | None) -> tuple[str, ...]:
@@ -402,7 +562,7 @@ def _check_pii(pii: Iterable[str] | str | None) -> tuple[str, ...]:
         return ()
     names = [x.strip().lower() for x in (pii.split(",") if isinstance(pii, str) else pii)]
     names = [x for x in names if x]
-    bad = [x for x in names if x not in _PII_RULES]
+    bad = [x for x in names if x not in PII_RULES]
     if bad:
         raise ValueError(
             f"unknown PII class {bad[0]!r}: choose from {', '.join(PII_CLASSES)} "
@@ -411,26 +571,10 @@ def _check_pii(pii: Iterable[str] | str | None) -> tuple[str, ...]:
     return tuple(sorted(set(names)))
 
 
-def _redact_pii(data: bytes, pii: tuple[str, ...]) -> tuple[bytes, list[Redaction]]:
-    hits: list[Redaction] = []
-    for name in pii:
-        for kind, rx in _PII_RULES[name]:
-
-            def repl(m: re.Match[bytes], kind: str = kind) -> bytes:
-                value = m.group(0)
-                if not _is_pii(kind, value):
-                    return value
-                fp = fingerprint(value)
-                hits.append(Redaction(kind, fp))
-                return b"[REDACTED:" + kind.encode() + b"#" + fp.encode() + b"]"
-
-            data = rx.sub(repl, data)
-    return data, hits
-
-
 @dataclass(frozen=True, slots=True)
 class RedactionPolicy:
-    """What to redact: secrets (on by default) and personal-data classes (off by default).
+    """What to redact: secrets (on by default) and personal-data classes (off by default),
+    and the key of the placeholders' fingerprints.
 
     Picklable and hashable, so the recorder's worker processes get it as it is. It is false
     when it redacts nothing.
@@ -438,6 +582,8 @@ class RedactionPolicy:
     Attributes:
         secrets: API keys, tokens, passwords, private keys (:func:`redaction_rules`).
         pii: personal-data classes from :data:`PII_CLASSES` (``email``, ``phone``, ``ip``).
+        key: the fingerprint key (module docstring); ``None``: :func:`installation_key`. Never
+            shown by ``repr``.
 
     Example:
         >>> p = RedactionPolicy(pii=("email",))
@@ -447,20 +593,27 @@ class RedactionPolicy:
 
     secrets: bool = True
     pii: tuple[str, ...] = ()
+    key: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pii", _check_pii(self.pii))
+        if self.key is not None and not isinstance(self.key, bytes):
+            raise TypeError(f"key must be bytes, got {type(self.key).__name__}")
 
     def __bool__(self) -> bool:
         return self.secrets or bool(self.pii)
 
+    def with_key(self, key: bytes) -> RedactionPolicy:
+        """This policy with ``key`` for its fingerprints (a store's key at ingest)."""
+        return replace(self, key=key)
+
     def redact_bytes(self, data: bytes) -> tuple[bytes, list[Redaction]]:
         """:func:`redact_bytes` under this policy."""
-        return redact_bytes(data, pii=self.pii, secrets=self.secrets)
+        return redact_bytes(data, pii=self.pii, secrets=self.secrets, key=self.key)
 
     def redact_text(self, text: str) -> tuple[str, list[Redaction]]:
         """:func:`redact_text` under this policy."""
-        return redact_text(text, pii=self.pii, secrets=self.secrets)
+        return redact_text(text, pii=self.pii, secrets=self.secrets, key=self.key)
 
 
 def redaction_policy(
@@ -477,59 +630,48 @@ def redaction_policy(
     extra = _check_pii(pii)
     if not extra:
         return base
-    return RedactionPolicy(secrets=base.secrets, pii=tuple(set(base.pii) | set(extra)))
+    return replace(base, pii=tuple(set(base.pii) | set(extra)))
 
 
-def _redact_secrets(
-    data: bytes, found: list[tuple[int, int, int]]
-) -> tuple[bytes, list[Redaction], bool]:
-    """The secret rules at their triggers' positions; also whether ``data`` has escapes of
-    printable ASCII (then it must be read again decoded)."""
-    hits: list[Redaction] = []
-    parts: list[bytes] = []
-    escaped = False
-    last = 0
-    for idx, pos, _end in found:
-        if pos < last:
-            continue
-        rules = _BY_TRIGGER[idx]
-        if not rules:  # an escaped ASCII character: the log must be read again decoded
-            escaped = True
-            continue
-        for rule in rules:
-            m = rule.regex.match(data, pos)
-            if m is None:
-                continue
-            g = rule.group
-            secret = m.group(g)
-            if g and _BENIGN.match(secret):
-                continue
-            if rule.code and _code_or_fixture(m, data):
-                continue
-            start, end = m.span(g)
-            if start < last:
-                continue
-            kind = rule.kind
-            if g:  # KEY=value: name the value's own kind when it has one (OPENAI_API_KEY=sk-...)
-                kind = next((r.kind for r in _PREFIXED if r.regex.match(secret)), kind)
-            fp = fingerprint(secret)
-            hits.append(Redaction(kind, fp))
-            parts.append(data[last:start])
-            parts.append(b"[REDACTED:" + kind.encode() + b"#" + fp.encode() + b"]")
-            last = end
-            break
+def _redact(
+    data: bytes, classes: tuple[str, ...], secrets: bool, key: bytes | None, json: bool
+) -> tuple[bytes, list[Redaction]]:
+    if secrets:
+        hits, escaped = _find(data, json=json)
+    else:
+        hits = []
+        escaped = any(h is None for _p, h in _scan(data))
+    if classes:
+        hits += _find_pii(data, classes)
+    if escaped or _has_escaped_slash(data):
+        text = _decoded(data)
+        if text != data:
+
+            def find(text: bytes) -> list[_Hit]:
+                more = _find(text, json=json)[0] if secrets else []
+                return more + _find_pii(text, classes) if classes else more
+
+            if more := find(text):  # rare: map the spans back to the bytes as written
+                view = _View(data)
+                if view.text != text:  # pragma: no cover - the two decodings agree
+                    more = find(view.text)
+                for h in more:
+                    hits.append(_Hit(view.to_data(h.start), view.to_data(h.end), h.kind, h.secret))
     if not hits:
-        return data, hits, escaped
-    parts.append(data[last:])
-    return b"".join(parts), hits, escaped
+        return data, []
+    return _apply(data, hits, key)
 
 
 def redact_bytes(
-    data: bytes, *, pii: Iterable[str] | str | None = (), secrets: bool = True
+    data: bytes,
+    *,
+    pii: Iterable[str] | str | None = (),
+    secrets: bool = True,
+    key: bytes | None = None,
 ) -> tuple[bytes, list[Redaction]]:
     """Replace every secret in ``data`` (a raw log or one JSONL line) by a placeholder.
 
-    One pass finds every trigger (``sk-``, ``AKIA``, ``password``...); the rule's pattern is
+    One pass finds every trigger (``sk-``, ``AKIA``, ``password=``...); the rule's pattern is
     then matched at that position only, so cost grows with the log's size, not the number
     of rules.
 
@@ -538,50 +680,35 @@ def redact_bytes(
         pii: personal-data classes to redact too (:data:`PII_CLASSES`: ``email``, ``phone``,
             ``ip``); none by default.
         secrets: redact secrets (``False`` with ``pii`` redacts only personal data).
+        key: the fingerprint key; ``None``: :func:`installation_key`.
 
     Returns:
         The cleaned bytes (``data`` itself when nothing matched) and one :class:`Redaction`
-        per secret, with ``field="raw"`` (the caller locates them in the trajectory).
+        per placeholder, with ``field="raw"`` (the caller locates them in the trajectory).
 
     Raises:
         ValueError: for a PII class that is not one of :data:`PII_CLASSES`.
 
     Example:
-        >>> redact_bytes(b"password=hunter22")[0]
-        b'password=[REDACTED:password#20d2fe5e369d]'
-        >>> redact_bytes(b"mail bob@example.com", pii=["email"])[0]
-        b'mail [REDACTED:email#5ff860bf1190]'
+        >>> redact_bytes(b"password=hunter22", key=b"k")[0]
+        b'password=[REDACTED:password#56720ef24d4c]'
+        >>> redact_bytes(b"mail bob@example.com", pii=["email"], key=b"k")[0]
+        b'mail [REDACTED:email#3c106b25062f]'
     """
-    classes = _check_pii(pii)
-    found = _scan(data)
-    escaped = bool(_has_escaped_slash(data))
-    if not found and not escaped and not classes:
-        return data, []
-    if secrets:
-        out, hits, esc = _redact_secrets(data, found)
-        escaped = escaped or esc
-    else:
-        out, hits = data, []
-        escaped = escaped or any(not _BY_TRIGGER[i] for i, _p, _e in found)
-    if classes:
-        out, more = _redact_pii(out, classes)
-        hits.extend(more)
-    if escaped:
-        plain = _unescape_ascii(data)
-        if plain != data:
-            clean, plain_hits = redact_bytes(plain, pii=classes, secrets=secrets)
-            if plain_hits:  # stored decoded (the same JSON value), the secrets replaced
-                return clean, plain_hits
-    if not hits:
-        return data, []
-    return out, hits
+    return _redact(data, _check_pii(pii), secrets, key, json=True)
 
 
 def redact_text(
-    text: str, *, pii: Iterable[str] | str | None = (), secrets: bool = True
+    text: str,
+    *,
+    pii: Iterable[str] | str | None = (),
+    secrets: bool = True,
+    key: bytes | None = None,
 ) -> tuple[str, list[Redaction]]:
-    """:func:`redact_bytes` for a ``str`` (UTF-8 round trip)."""
-    clean, hits = redact_bytes(text.encode("utf-8", "surrogatepass"), pii=pii, secrets=secrets)
+    """:func:`redact_bytes` for a ``str`` of plain text (a path, an error message): a
+    backslash in it is a character, never the start of an escape."""
+    data = text.encode("utf-8", "surrogatepass")
+    clean, hits = _redact(data, _check_pii(pii), secrets, key, json=False)
     if not hits:
         return text, hits
     return clean.decode("utf-8", "surrogatepass"), hits

@@ -113,6 +113,8 @@ def ingest(
         raise ValueError(f"batch_size must be positive or None, got {batch_size}")
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
     redact = redaction_policy(redact)
+    if redact and redact.key is None:  # placeholders keyed by this store (redact.py)
+        redact = redact.with_key(store.redaction_key)
     started = datetime.now(UTC)
     t0 = time.perf_counter()
     run_id = uuid.uuid4().hex  # this ingest's runs row; its sightings of trajectories name it

@@ -6,6 +6,7 @@ Layout under the root (a local directory or any fsspec URL)::
     <root>/blobs/sha256/ab/cd..  content-addressed blobs (raw logs, snapshots, checkpoints)
     <root>/_locks/<name>.lock    writer locks (local stores only)
     <root>/_inflight/<id>.blobs  blobs a run wrote ahead of its commit (local only; see gc)
+    <root>/redaction.key         the key of the ingests' redaction placeholders (keep it private)
 
 Every write is one Delta transaction and returns a :class:`Manifest`; every read takes an
 optional ``version`` (time travel). See DESIGN.md §4.
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_STORE", "Store"]
 
 _ID_FILE = "store.id"
+_KEY_FILE = "redaction.key"
 
 DEFAULT_STORE = ".knowlyr/store"
 # URL schemes deltalake's object stores serve (memory:// is fsspec's only: not for tables)
@@ -198,6 +200,41 @@ class Store(DeltaTables):
         if not fs.exists(path):
             fs.pipe_file(path, uuid.uuid4().hex.encode())
         return fs.cat_file(path).decode().strip()
+
+    @property
+    def redaction_key(self) -> bytes:
+        """The key of this store's redaction placeholders (``<root>/redaction.key``, 32 random
+        bytes written when first asked for, mode 0600 on a local store): an ingest's
+        placeholders are HMACs under it (:mod:`knowlyr.recorder.redact`), so they correlate
+        within this store and nowhere else. Share the tables and exports, not this file:
+        whoever holds it can test guesses against the placeholders."""
+        if self.local:
+            path = os.path.join(self.root, _KEY_FILE)
+            try:
+                with open(path, encoding="ascii") as f:
+                    return bytes.fromhex(f.read().strip())
+            except FileNotFoundError:
+                pass
+            new = os.urandom(32)
+            tmp = f"{path}.tmp-{new[:8].hex()}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="ascii") as f:
+                f.write(new.hex())
+            try:
+                os.link(tmp, path)  # appears whole, and only if no other process was first
+            except FileExistsError:
+                with open(path, encoding="ascii") as f:
+                    new = bytes.fromhex(f.read().strip())
+            finally:
+                os.unlink(tmp)
+            return new
+        from knowlyr.store.blobs import url_to_fs
+
+        fs, root = url_to_fs(self.root, self.storage_options)
+        path = f"{root}/{_KEY_FILE}"
+        if not fs.exists(path):
+            fs.pipe_file(path, os.urandom(32).hex().encode())
+        return bytes.fromhex(fs.cat_file(path).decode().strip())
 
     # -- trajectories ---------------------------------------------------------------------
 

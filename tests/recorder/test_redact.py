@@ -173,7 +173,7 @@ def test_ordinary_text_is_left_alone(text: str) -> None:
         ("AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
         ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_key"),
         ("GITHUB_TOKEN=github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "github_token"),
-        ("Authorization: Bearer abcdefghijklmnop1234", "bearer_token"),
+        ("Authorization: Bearer 9vQ2mN8bL4kR7sW1yZ3c", "bearer_token"),
         ('{"password": "hunter22"}', "password"),
         ("DB_PASSWORD=s3cr3t!", "password"),
         ("https://user:pa55word@github.com/x", "url_credentials"),
@@ -253,7 +253,7 @@ def test_escaped_text_without_secrets_is_stored_as_written() -> None:
 
 
 def test_url_credentials_behind_escaped_slashes() -> None:
-    clean, hits = redact_bytes(b'{"remote": "https:\\/\\/bob:hunter2pass@git.example.com\\/x"}')
+    clean, hits = redact_bytes(b'{"remote": "https:\\/\\/bob:hunter2pass@git.acme-corp.io\\/x"}')
     assert [h.kind for h in hits] == ["url_credentials"] and b"hunter2pass" not in clean
     assert orjson.loads(clean)["remote"].startswith("https://bob:[REDACTED:url_credentials#")
 
