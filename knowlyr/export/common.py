@@ -352,16 +352,21 @@ class DatasetCard:
             "invalid_actions": self.invalid_actions,
         }
 
-    def to_markdown(self, *, data_file: str | None = None) -> str:
+    def to_markdown(self, *, data_file: str | None = None, config: str = "default") -> str:
         """The card as a README; with ``data_file`` (the folder's parquet file) it starts with
         the ``configs`` header that makes ``datasets.load_dataset(FOLDER)`` (and ``trl ...
-        --dataset_name FOLDER``) read that file as the ``train`` split."""
+        --dataset_name FOLDER``) read that file as the ``train`` split of config ``config``.
+
+        ``datasets`` caches what it loads from a folder under the folder's name and the
+        config's name, whatever the files hold: give every export its own ``config`` (see
+        :func:`readme`), or a re-export into a folder of the same name loads the old rows."""
         lines = []
         if data_file is not None:
             lines += [
                 "---",
                 "configs:",
-                "- config_name: default",
+                f"- config_name: {config}",
+                "  default: true",
                 "  data_files:",
                 "  - split: train",
                 f"    path: {data_file}",
@@ -424,6 +429,46 @@ def reward_stats(values: list[float]) -> dict[str, float]:
     }
 
 
+class RowsDigest:
+    """A digest of an export: its card and, row by row, which trajectories (and chunks) the
+    rows hold, whatever batches they come in. It names the folder's ``datasets`` config
+    (:func:`readme`): ``datasets`` caches what it loads from a folder under the folder's and
+    the config's names, so two exports written to folders of the same name would otherwise
+    share a cache, and the second would load the first one's rows."""
+
+    COLUMNS = ("trajectory_id", "chunk", "chosen_id", "rejected_id", "task_id", "trajectory_ids")
+
+    def __init__(self, card: DatasetCard) -> None:
+        import hashlib
+
+        self._card = orjson.dumps(card.to_dict(), default=str)
+        self._columns = {name: hashlib.sha256() for name in self.COLUMNS}  # one per column
+
+    def update(self, batch: Any) -> None:
+        """Add the rows of an Arrow record batch (or table)."""
+        for name, h in self._columns.items():
+            if name in batch.schema.names:
+                values = batch.column(name).to_pylist()
+                h.update("".join(f"{v}\n" for v in values).encode())
+
+    def hexdigest(self) -> str:
+        import hashlib
+
+        h = hashlib.sha256(self._card)
+        for c in self._columns.values():
+            h.update(c.digest())
+        return h.hexdigest()
+
+
+def readme(card: DatasetCard, digest: RowsDigest | None) -> str:
+    """The README of an export folder: the card, with the ``configs`` header naming
+    ``data.parquet`` (as the config ``KIND-DIGEST``) when a ``digest`` of its rows is given."""
+    if digest is None:
+        return card.to_markdown()
+    config = f"{card.kind}-{digest.hexdigest()[:16]}"
+    return card.to_markdown(data_file="data.parquet", config=config)
+
+
 @dataclass
 class ExportResult:
     """An exported dataset, its card and the records that were left out (with the reason)."""
@@ -446,8 +491,11 @@ class ExportResult:
         self.dataset.save_to_disk(str(path / "dataset"))
         if parquet:
             self.dataset.to_parquet(str(path / "data.parquet"))
-        readme = self.card.to_markdown(data_file="data.parquet" if parquet else None)
-        (path / "README.md").write_text(readme, encoding="utf-8")
+        digest = None
+        if parquet:
+            digest = RowsDigest(self.card)
+            digest.update(self.dataset.data.table)
+        (path / "README.md").write_text(readme(self.card, digest), encoding="utf-8")
         (path / "card.json").write_text(
             json.dumps(self.card.to_dict(), indent=2, default=str), encoding="utf-8"
         )

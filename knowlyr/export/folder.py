@@ -137,12 +137,14 @@ def write_folder(
     import pyarrow.parquet as pq
 
     from knowlyr._arrow import file_fingerprint
+    from knowlyr.export.common import RowsDigest, readme
 
     path = Path(path)
     data = path / "dataset"
     data.mkdir(parents=True, exist_ok=True)
     clear_caches(data)
     feats = features(schema)
+    digest = RowsDigest(card)
     info = {"citation": "", "description": "", "features": feats, "homepage": "", "license": ""}
     schema = _with_features(schema)
     with (
@@ -153,6 +155,7 @@ def write_folder(
         for batch in batches:
             batch = pa.RecordBatch.from_arrays(batch.columns, schema=schema)
             arrow.write_batch(batch)
+            digest.update(batch)
             if pw is not None:
                 pw.write_batch(batch)
     state = {
@@ -166,8 +169,8 @@ def write_folder(
     }
     (data / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True), "utf-8")
     (data / "dataset_info.json").write_text(json.dumps(info, indent=2), "utf-8")
-    readme = card.to_markdown(data_file="data.parquet")  # written here or by write_parquet
-    (path / "README.md").write_text(readme, encoding="utf-8")
+    # data.parquet: written here or by write_parquet
+    (path / "README.md").write_text(readme(card, digest), encoding="utf-8")
     (path / "card.json").write_text(
         json.dumps(card.to_dict(), indent=2, default=str), encoding="utf-8"
     )

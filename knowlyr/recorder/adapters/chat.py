@@ -9,7 +9,10 @@
   "assistant", "message": {...}, "timestamp", "sessionId"}``); the whole file is ONE
   trajectory, its assistant messages split over several lines are joined by message id.
 
-Every assistant tool call is one step (the text before it is the thought), a tool result
+The tools a log's request declared (its ``tools``; Anthropic's ``input_schema`` as the
+parameters of an OpenAI function schema) are kept as ``metadata["tools"]``, the system prompt
+as ``metadata["system_prompt"]``. Every assistant tool call is one step (the text before it is
+the thought), a tool result
 is that call's observation (matched by id), assistant text alone is a message step, and a
 user turn after the first answers the previous message step (its observation) or is kept
 as ``metadata["user_message"]`` on the next step.
@@ -43,6 +46,16 @@ __all__ = ["AnthropicAdapter", "ClaudeCodeAdapter", "OpenAIChatAdapter"]
 
 # OpenHands-style tool results end with "[Command finished with exit code N]".
 _EXIT = re.compile(r"\[Command finished with exit code (-?\d+)\]\s*$")
+
+
+def _anthropic_tool(t: dict[str, Any]) -> dict[str, Any]:
+    """An Anthropic tool definition as an OpenAI function schema (its ``input_schema`` is the
+    JSON schema of the parameters)."""
+    if "input_schema" not in t:
+        return t
+    fn = {"name": t.get("name"), "description": t.get("description")}
+    fn = {k: v for k, v in fn.items() if v is not None}
+    return {"type": "function", "function": {**fn, "parameters": t["input_schema"]}}
 
 
 class _Builder:
@@ -184,6 +197,9 @@ class OpenAIChatAdapter(Adapter):
         md = {k: obj[k] for k in ("run_id", "model_patch", "git_patch") if obj.get(k) is not None}
         if b.system:
             md["system_prompt"] = b.system
+        tools = obj.get("tools")  # the function schemas the request declared
+        if isinstance(tools, list) and tools and all(isinstance(t, dict) for t in tools):
+            md["tools"] = tools
         return trajectory(
             task(
                 b.task_id(obj.get("instance_id") or obj.get("task_id")),
@@ -297,7 +313,10 @@ class AnthropicAdapter(Adapter):
             _anthropic_content(b, m["role"], m.get("content"), thought=thought, kw=kw)
             if m["role"] == "assistant":
                 _flush(b, thought, kw)
-        md = {"system_prompt": b.system} if b.system else {}
+        md: dict[str, Any] = {"system_prompt": b.system} if b.system else {}
+        tools = obj.get("tools")  # the request's tools: {name, description, input_schema}
+        if isinstance(tools, list) and tools and all(isinstance(t, dict) for t in tools):
+            md["tools"] = [_anthropic_tool(t) for t in tools]
         resolved = obj.get("resolved", obj.get("success"))
         return trajectory(
             task(

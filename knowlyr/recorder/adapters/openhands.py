@@ -407,6 +407,9 @@ def convert_events(
             if name in _SKIP_ACTIONS:
                 if name == "system":
                     info["system_prompt"] = as_str(args.get("content"))
+                    tools = args.get("tools")  # the agent's function schemas (OpenHands >= 0.39)
+                    if type(tools) is list and tools:
+                        info["tools"] = tools
                 continue
             if name == "message":
                 text = as_str(args.get("content", e.get("message")))
@@ -756,6 +759,8 @@ class OpenHandsEventsAdapter(_EventsAdapter):
         md: dict[str, Any] = {}
         if info.get("system_prompt"):
             md["system_prompt"] = info["system_prompt"]
+        if info.get("tools"):
+            md["tools"] = info["tools"]
         if info.get("max_iterations") is not None:
             md["max_iterations"] = info["max_iterations"]
         task_id = info.get("task_id") or info.get("instance_id") or _instruction_id(instr)

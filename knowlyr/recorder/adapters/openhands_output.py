@@ -125,6 +125,8 @@ class OpenHandsOutputAdapter(_EventsAdapter):
             md["cost_usd"] = as_float(metrics["accumulated_cost"])
         if info.get("system_prompt"):
             md["system_prompt"] = info["system_prompt"]
+        if info.get("tools"):
+            md["tools"] = info["tools"]
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         llm = meta.get("llm_config") if isinstance(meta.get("llm_config"), dict) else {}
         cls = meta.get("agent_class") or info.get("agent_class")
