@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes
@@ -290,6 +291,8 @@ PEM_RE = re.compile(
 
 # -- base64 ----------------------------------------------------------------------------------
 
+_TEXT_BYTES = bytes(range(32, 127)) + b"\t\n\r"
+_CONTROL_BYTES = bytes(c for c in range(32) if c not in b"\t\n\r") + b"\x7f"
 _B64CH = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 # what a base64 blob may hide: the format prefixes and the names of secrets
 B64_PREFIXES = (
@@ -323,6 +326,7 @@ def b64_triggers() -> list[list[bytes]]:
 
 
 B64_RUN_RE = re.compile(rb"[A-Za-z0-9+/]{20,}")
+_B64_CHARS = re.compile(rb"[A-Za-z0-9+/]*")
 
 
 def b64_like(run: bytes) -> bool:
@@ -358,8 +362,7 @@ def b64_run(data: bytes, pos: int, end: int) -> tuple[int, int]:
     e = end
     n = len(data)
     while True:
-        while e < n and data[e] in _B64CH:
-            e += 1
+        e = _B64_CHARS.match(data, e).end()  # type: ignore[union-attr]
         line = e - _line_start(data, s, e)
         br = BR_RE.match(data, e)
         if br is None or line not in (64, 76) or br.end() >= n or data[br.end()] not in _B64CH:
@@ -393,9 +396,16 @@ def b64_decode(run: bytes) -> bytes | None:
         out = base64.b64decode(body + b"=" * (-len(body) % 4))
     except (binascii.Error, ValueError):
         return None
-    if not out or sum(c < 9 or 13 < c < 32 or c == 127 for c in out) > len(out) // 20:
+    # text (a secret's carrier): UTF-8 without control characters, or printable ASCII with 5%
+    # slack for the ragged bytes at a run's ends; binary data (an image) and words read as
+    # base64 are not
+    if not out:
         return None
-    return out
+    try:
+        out.decode("utf-8")
+    except UnicodeDecodeError:
+        return None if len(out.translate(None, _TEXT_BYTES)) > len(out) // 20 else out
+    return None if len(out.translate(None, _CONTROL_BYTES)) < len(out) else out
 
 
 # -- contexts: key = value -------------------------------------------------------------------
@@ -426,7 +436,8 @@ _KEY_QUALIFIERS = frozenset(
 # Triggers of the keys that name a secret, in groups of at most ~30 (one fast scan each, see
 # redact.py): the long words as they are, the short ones only followed by what may come
 # between a key and its value ("token" alone is in every log's "prompt_tokens").
-_AFTER_KEY = (b"=", b":", b'"', b"'", b"\\", b" ")
+# (a key's closing quote escaped in JSON is \" or, deeper, \\\"; not \n: "pass\n" is Python's)
+_AFTER_KEY = (b"=", b":", b'"', b"'", b" ", b'\\"', b"\\\\")
 
 
 def key_triggers() -> list[list[bytes]]:
@@ -456,6 +467,7 @@ def key_start(data: bytes, pos: int) -> int:
     return min(s, pos)
 
 
+@functools.lru_cache(maxsize=4096)
 def key_kind(key: bytes) -> str | None:
     """The kind of secret a key names (``password``, ``api_token``, ``aws_secret_key``), or
     ``None``: its last word must be a secret's (``DB_PASSWORD``, ``PGPASSWORD``,
