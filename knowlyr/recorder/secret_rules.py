@@ -6,9 +6,11 @@ Two families of rule:
 * **Formats** (:data:`FORMATS`): a key recognisable by itself (``sk-...``, ``AKIA...``,
   ``ghp_...``, ``npm_...``, ``SG....``, ``sk_live_...``, PEM private keys, JWTs...). Always
   redacted, wherever they are, test code included. A format token wrapped over lines (a
-  terminal's wrap, ``fold``) is followed across the line breaks, and one written in base64
-  (``echo ... | base64``, a Kubernetes secret, a ``.env`` file base64-encoded) is found through
-  the base64 forms of the prefixes.
+  terminal's wrap, ``fold``) is followed across the line breaks. Base64 text is decoded and
+  searched where it may hide one: near the word ``base64`` (``echo ... | base64 -d``,
+  ``base64 <<EOF``, ``b64decode(...)``), and wherever the base64 form of a common prefix
+  (``AKIA``, ``ghp_``, ``sk-proj-``, ``-----BEGIN``, ``password``...) appears; the whole
+  base64 run is then replaced.
 * **Contexts**: a value that is a secret because of where it is: after a key that names a
   secret (``DB_PASSWORD=``, ``PGPASSWORD=``, ``"client_secret":``, ``X-Auth-Token:``,
   ``--password X``, ``aws configure set aws_secret_access_key V``), in a URL's user info
@@ -41,6 +43,7 @@ import base64
 import binascii
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes
 
@@ -113,7 +116,7 @@ class Format:
     body: bytes
     min: int
     max: int | None = None
-    check: object = None  # Callable[[bytes], bool] | None
+    check: Callable[[bytes], bool] | None = None
     strict: re.Pattern[bytes] = field(init=False)
     wrapped: re.Pattern[bytes] = field(init=False)
     run: re.Pattern[bytes] = field(init=False)
@@ -140,7 +143,7 @@ class Format:
         the line breaks of a wrapped token."""
         m = self.strict.match(data, pos)
         if m is not None and (self.max is None or len(m.group(1)) <= self.max):
-            if self.check is not None and not self.check(m.group(0)):  # type: ignore[operator]
+            if self.check is not None and not self.check(m.group(0)):
                 return None
             room = None if self.max is None else self.max - len(m.group(1))
             return self._continue(data, m.end(), room)
@@ -152,7 +155,7 @@ class Format:
             return None
         if self.max is not None and self.one.match(data, end):  # longer than its format
             return None
-        if self.check is not None and not self.check(data[pos : w.start(1)] + body):  # type: ignore[operator]
+        if self.check is not None and not self.check(data[pos : w.start(1)] + body):
             return None
         return end
 
@@ -273,11 +276,14 @@ FORMATS: list[Format] = [
 
 # BEGIN line, then lines of base64 (or armour headers: Proc-Type, DEK-Info, Version), each
 # running to its line's end, then the END line if it is there (`head` of a key has none); no
-# length limit
+# length limit. Each line may start with a diff's +/-/> and a comment's # or // (a key in a
+# patch, a quoted or commented-out key).
+_PEM_MARK = rb"[ \t]*(?:[+\->][ \t]*)?(?:(?:#|//|\*)[ \t]*)?"
 _PEM_LINE = (
     rb"(?:"
     + BR
-    + rb"[ \t]*(?:[A-Za-z0-9+/=]+|[A-Z][A-Za-z\-]+: [^\r\n\\\"]*)(?=[ \t]*(?:"
+    + _PEM_MARK
+    + rb"(?:[A-Za-z0-9+/=]+|[A-Z][A-Za-z\-]+: [^\r\n\\\"]*)(?=[ \t]*(?:"
     + BR
     + rb"|[\"'\\]|$)))"
 )
@@ -286,7 +292,9 @@ PEM_RE = re.compile(
     + _PEM_LINE
     + rb"*(?:(?:"
     + BR
-    + rb")*[ \t]*-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
+    + rb")+"
+    + _PEM_MARK
+    + rb"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
 )
 
 # -- base64 ----------------------------------------------------------------------------------
