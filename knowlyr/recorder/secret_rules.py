@@ -23,18 +23,19 @@ A context value is kept, as test data, when it is one of (:func:`keep_value`):
    ``password: Optional[str] = None``, ``PWD=/home/me``, ``PASSWORD=${DB_PASSWORD}``;
 2. a placeholder: made only of placeholder words (:data:`PLACEHOLDER_WORDS`: ``password``,
    ``secret``, ``test``, ``user``, ``my``, ``some``, ``new``, ``foo``, ``example``, ``changeme``,
-   ``admin``, ``postgres``...), short digit runs and runs like ``abcdef`` / ``123456`` /
-   ``xxxx`` (``pass``, ``mypassword``, ``some:password``, ``new_password``, ``testpw1``,
-   ``abcdefghijkl``), or elided (``pbkdf2_sha256$...``, ``<your-key>``, ``***``);
+   ``admin``, ``postgres``...), runs like ``abcdef`` / ``qwerty`` / ``xxxx`` and separators,
+   no digit (``pass``, ``mypassword``, ``some:password``, ``new_password``,
+   ``abcdefghijkl``), or elided or templated (``pbkdf2_sha256$...``, ``<your-key>``, ``***``);
 3. in a URL whose host is a reserved documentation name (``example.com``, ``*.example``,
    ``*.test``, ``*.invalid``: RFC 2606), a password that does not look random;
 4. in test code (test markers such as ``def test``, ``assert``, ``tests/`` within 1,500 bytes),
    a quoted literal of lowercase words only, no digit or capital (``"X-Secret": "open sesami"``,
-   ``password = "pass:word"``).
+   ``password = "pass:word"``), or of placeholder words with short digit runs (``"test123"``).
 
 Everything else is redacted: a value that looks random (``Qz8#vL2!mK9x``), or a human one
-(``hunter22``, ``Summer2024!``) outside those cases. A placeholder word list is public
-knowledge: keeping ``password123`` discloses nothing an attacker would not try first.
+(``hunter22``, ``Summer2024!``, ``Password123!`` outside quoted test code). A default or a
+placeholder word is public knowledge: keeping ``postgres`` or ``changeme`` discloses nothing
+an attacker would not try first.
 """
 
 from __future__ import annotations
@@ -726,22 +727,23 @@ def _segments(word: str) -> bool:
     return ok[-1]
 
 
-def is_placeholder(value: bytes) -> bool:
+def is_placeholder(value: bytes, *, digits: bool = False) -> bool:
     """Whether a value is a placeholder (module docstring, rule 2): a template or elision,
-    or placeholder words with at most short, repeated or sequential digit runs."""
+    or placeholder words (and runs like ``abcdef``), without digits; with ``digits``, short
+    digit runs too (``test123``, ``testpw1``: test code's fixtures)."""
     if _TEMPLATE.search(value):
         return True
     text = unquote_to_bytes(value).decode("utf-8", "replace").lower()
     runs = re.findall(r"[a-z]+|[0-9]+", text)
-    if not runs:
+    if not runs or all(r.isdigit() for r in runs):
         return False
     for r in runs:
         if r.isdigit():
-            if not (len(r) <= 4 or len(set(r)) == 1 or r in _DIGIT_SEQ):
+            if not (digits and len(r) <= 4):
                 return False
         elif not _segments(r):
             return False
-    return any(not r.isdigit() for r in runs)
+    return True
 
 
 def looks_random(value: bytes) -> bool:
@@ -794,7 +796,9 @@ def keep_value(
         return True
     if host is not None and _documentation_host(host) and not looks_random(value):
         return True
-    return bool(quoted and _LOWER_WORDS.fullmatch(value) and in_test_code(data, start, end))
+    if not quoted or not in_test_code(data, start, end):
+        return False
+    return bool(_LOWER_WORDS.fullmatch(value)) or is_placeholder(value, digits=True)
 
 
 def _documentation_host(host: bytes) -> bool:
