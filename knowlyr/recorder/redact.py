@@ -27,11 +27,12 @@ What is a secret (:mod:`knowlyr.recorder.secret_rules`): keys recognisable by th
 (``sk-``, ``AKIA``, ``ghp_``, ``npm_``, ``sk_live_``, ``SG.``, PEM private keys...) always,
 also wrapped over lines or written in base64; values a secret's context gives away
 (``PGPASSWORD=``, ``"client_secret":``, ``--password X``, ``https://user:pw@host``,
-``Authorization: Basic``, ``mysql -pX``, ``sshpass -p X``, ``AccountKey=``), unless they are
-code or test data: ``password = self.password``, ``password: Optional[str] = None``, a
-placeholder (``'password': 'mypassword'``, ``http://user:pass@example.com``), a lowercase
-phrase quoted in test code. So redacting a log does not rewrite the tests and patches in it,
-and a weak but real ``PASSWORD=hunter22`` is still redacted.
+``Authorization: Basic``, ``mysql -pX``, ``sshpass -p X``, ``curl -u user:X``,
+``AccountKey=``), unless they are code or test data: ``password = self.password``,
+``password: Optional[str] = None``, a placeholder (``'password': 'mypassword'``,
+``http://user:pass@example.com``), a lowercase phrase quoted in test code. So redacting a log
+does not rewrite the tests and patches in it, and a weak but real ``PASSWORD=hunter22`` is
+still redacted.
 
 Redaction works on the JSON bytes and keeps them valid JSON: a replaced span never cuts an
 escape sequence in two. A secret whose characters the JSON spells as escapes
@@ -276,7 +277,8 @@ def _url(data: bytes, pos: int, _json: bool, _depth: int) -> _Hit | None:
 
 
 def _command(rx: re.Pattern[bytes]) -> Handler:
-    """``mysql -pX`` / ``sshpass -p X``: the password argument of a known command."""
+    """``mysql -pX``, ``sshpass -p X``, ``curl -u user:X``, ``docker login -p X``: the
+    password argument of a known command."""
 
     def find(data: bytes, pos: int, json: bool, _depth: int) -> _Hit | None:
         if not sr.starts_token(data, pos, json):
@@ -375,6 +377,8 @@ _SPECIAL: list[tuple[bytes, Handler | None]] = [
     (b"mysql", _command(sr.MYSQL_RE)),
     (b"mariadb", _command(sr.MYSQL_RE)),
     (b"sshpass", _command(sr.SSHPASS_RE)),
+    (b"curl", _command(sr.CURL_RE)),
+    (b"docker", _command(sr.DOCKER_LOGIN_RE)),
     *((t, _basic) for t in (b"Basic ", b"basic ", b"BASIC ")),
     *((t, _bearer) for t in (b"Bearer", b"bearer", b"BEARER")),
     *((t, _base64_context) for t in (b"base64", b"Base64", b"BASE64", b"b64decode", b"b64encode")),

@@ -14,8 +14,8 @@ Two families of rule:
 * **Contexts**: a value that is a secret because of where it is: after a key that names a
   secret (``DB_PASSWORD=``, ``PGPASSWORD=``, ``"client_secret":``, ``X-Auth-Token:``,
   ``--password X``, ``aws configure set aws_secret_access_key V``), in a URL's user info
-  (``https://user:pw@host``), an ``Authorization: Basic`` header, ``mysql -pX`` or
-  ``sshpass -p X``.
+  (``https://user:pw@host``), an ``Authorization: Basic`` header, ``mysql -pX``,
+  ``sshpass -p X``, ``curl -u user:X`` or ``docker login -p X``.
 
 A context value is kept, as test data, when it is one of (:func:`keep_value`):
 
@@ -544,6 +544,14 @@ MYSQL_RE = re.compile(
 )
 # sshpass -p PASSWORD
 SSHPASS_RE = re.compile(rb"sshpass(?:[ \t]+-[a-oq-zA-Z][^\s]*)*[ \t]+-p[ \t]*(?P<q>\\*[\"'])?")
+# curl -u USER:PASSWORD (--user), docker login -p PASSWORD
+CURL_RE = re.compile(
+    rb"curl(?:[ \t]+(?!-u\b|--user\b)[^\s;|&\\]+)*?[ \t]+(?:-u|--user)[ \t=]*"
+    rb"(?P<q>\\*[\"'])?[^\s:\"'\\]+:"
+)
+DOCKER_LOGIN_RE = re.compile(
+    rb"docker[ \t]+login(?:[ \t]+(?!-p\b)[^\s;|&\\]+)*?[ \t]+-p[ \t]+(?P<q>\\*[\"'])?"
+)
 # Authorization: Basic base64(user:password); Bearer TOKEN
 BASIC_RE = re.compile(rb"(?i:basic)[ \t]+(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])")
 BEARER_RE = re.compile(rb"(?i:bearer)[ \t]+(?P<v>[A-Za-z0-9_\-.=+/~]{16,})")

@@ -89,7 +89,7 @@ def test_recall_is_total_and_no_lookalike_is_touched() -> None:
         f"{seen} encodings: {kept}/{seen} kept"
     )
     assert (caught, kept) == (total, seen)
-    assert total >= 548 and seen >= 183  # the corpus did not shrink
+    assert total >= 566 and seen >= 189  # the corpus did not shrink
 
 
 def test_the_secret_corpus_holds_with_every_pii_class_on() -> None:
