@@ -16,8 +16,9 @@ The side-by-side with the original knowlyr (file and store to folder, whole proc
 The two run interleaved (A B A B ...) after a warm-up, so load changes hit both; rows/s is
 wall time, best and median of the repeats. CPU time per row (``process_time``: all threads of
 the process) is printed too: it is far less sensitive to other load than wall time. Before
-timing, the bench checks that a row is exactly the format module's conversation (nothing
-truncated).
+timing, the bench checks that a row is exactly the conversation the exports write
+(``knowlyr.export.messages.trajectory_messages``: call ids, tool answers naming them), nothing
+truncated.
 
     .venv/bin/python bench/export_bench.py [N] [REPEATS]
 """
@@ -117,7 +118,7 @@ def timed(fn, trajs) -> tuple[int, float, float]:
 
 
 def main() -> None:
-    from knowlyr.agents.action_format import trajectory_to_messages
+    from knowlyr.export.messages import trajectory_messages
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 5
@@ -126,7 +127,7 @@ def main() -> None:
     trajs = make(n)
     docs = [orjson.loads(t.to_json()) for t in trajs]  # as the store keeps them
     first = ours(trajs[:50])[0]["messages"]  # warm imports; check one row in full
-    assert first == trajectory_to_messages(trajs[0], system_prompt="You are an agent."), first
+    assert first == trajectory_messages(trajs[0], system_prompt="You are an agent."), first
     assert ours_documents(docs[:50])[0]["messages"] == first
     baseline(trajs[:50])
     saved_documents(docs[:50])

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import orjson
 import pytest
 
 from knowlyr.agents.action_format import (
@@ -8,29 +7,7 @@ from knowlyr.agents.action_format import (
     action_to_message,
     parse_action_text,
     render_action,
-    trajectory_messages_json,
-    trajectory_to_messages,
 )
-from knowlyr.trajectory import Observation, Step, TaskInfo, ToolCall, Trajectory
-
-
-def _traj() -> Trajectory:
-    return Trajectory(
-        task=TaskInfo(task_id="t", instruction="What is the status of order K3Z9Q?"),
-        steps=[
-            Step(
-                index=0,
-                thought="Look it up.",
-                action=ToolCall(tool="query_stats", params={"order_id": "K3Z9Q"}),
-                observation=Observation(output="order K3Z9Q: shipped", exit_code=0),
-            ),
-            Step(
-                index=1,
-                action=ToolCall(tool="respond", params={"text": "Order K3Z9Q is shipped — ✓"}),
-                observation=Observation(output="Reply sent.", exit_code=0),
-            ),
-        ],
-    )
 
 
 @pytest.mark.parametrize(
@@ -92,21 +69,3 @@ def test_plain_text_can_go_to_a_text_tool_and_string_arguments_are_decoded():
         '<tool_call>{"name": "r", "arguments": "{\\"x\\": 1}"}</tool_call><|im_end|>junk'
     )
     assert a["params"] == {"x": 1}
-
-
-def test_messages_json_fast_path_equals_the_messages():
-    traj = _traj()
-    for final in (False, True):
-        want = [
-            orjson.dumps(m)
-            for m in trajectory_to_messages(
-                traj, system_prompt="S", include_final_observation=final
-            )
-        ]
-        assert (
-            trajectory_messages_json(traj, system_prompt="S", include_final_observation=final)
-            == want
-        )
-    msgs = trajectory_to_messages(traj, system_prompt="S")
-    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "assistant"]
-    assert msgs[2]["tool_calls"][0]["function"]["arguments"] == {"order_id": "K3Z9Q"}
