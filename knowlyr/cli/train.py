@@ -109,6 +109,7 @@ def _finish(
     if hasattr(result, "save"):  # not written yet (save_sft writes as it goes)
         result.save(output)
     typer.echo(f"{card.kind}: {card.rows} rows from {card.trajectories} trajectories -> {output}")
+    _echo_rewards(card)
     for why, n in card.rejected.items():
         typer.echo(f"  rejected {n}: {why}")
     if target is not None:
@@ -133,6 +134,80 @@ _SYSTEM = typer.Option(
     help="System message of every row (default: the agent's own where its log kept it, "
     "else knowlyr's).",
 )
+
+
+_REWARDS = typer.Option(
+    None,
+    "--rewards",
+    help="Rewards of the INPUT files: a `knowlyr reward score ... -o FILE` document (default: "
+    "the rule layer computed on the fly, each trajectory with its domain's profile).",
+)
+_REWARD_CONFIG = typer.Option(
+    None,
+    "--reward-config",
+    help="The --store rewards to use: a reward config hash (repeatable; default: the config "
+    "each trajectory was scored under, which must be one).",
+)
+_REWARDS_VERSION = typer.Option(
+    None, "--rewards-version", help="The --store's rewards table version (default: the latest)."
+)
+
+
+def _reward_source(
+    inputs: list[Path],
+    store: str | None,
+    rewards: Path | None,
+    configs: list[str] | None,
+    version: int | None,
+):
+    """Where the export's rewards (totals, step rewards, margins) come from: the store's
+    rewards version for its trajectories; for files, ``--rewards`` or the rule layer run on
+    the fly (:mod:`knowlyr.export.rewards`)."""
+    from knowlyr.export.rewards import file_rewards, rule_rewards, store_rewards
+    from knowlyr.export.sft_parallel import jsonl_documents
+
+    parts = []
+    if inputs:
+        if rewards is not None:
+            parts.append(file_rewards(rewards))
+        else:
+            parts.append(rule_rewards(lambda: jsonl_documents(inputs)))
+    if store is not None:
+        parts.append(
+            store_rewards(_store(store), rewards_version=version, config_hashes=configs or None)
+        )
+    source = parts[0]
+    for part in parts[1:]:
+        source = source.merged(part)
+    return source
+
+
+def _check_reward_options(
+    inputs: list[Path],
+    store: str | None,
+    rewards: Path | None,
+    configs: list[str] | None,
+    version: int | None,
+) -> None:
+    if rewards is not None and not inputs:
+        raise _usage("--rewards", "gives the rewards of INPUT files: pass the JSONL files too")
+    if (configs or version is not None) and store is None:
+        opt = "--reward-config" if configs else "--rewards-version"
+        raise _usage(opt, "chooses the rewards of a store: pass --store URL too")
+
+
+def _echo_rewards(card) -> None:
+    """One line per source of the export's rewards (the card's ``params.rewards``)."""
+    info = card.params.get("rewards") or {}
+    for part in info.get("parts") or [info]:
+        hashes = ", ".join(part.get("config_hashes") or []) or "-"
+        if part.get("source") == "store":
+            where = f"{part['store']} rewards@{part['rewards_version']}"
+            typer.echo(f"  rewards: {where} (config {hashes})")
+        elif part.get("source") == "file":
+            typer.echo(f"  rewards: {part['path']} (config {hashes})")
+        elif part.get("source") == "rules":
+            typer.echo(f"  rewards: the rule layer, computed now (config {hashes})")
 
 
 @export_app.command("sft")
@@ -161,11 +236,20 @@ def export_sft_cmd(
         min=1,
         help="Processes that read the input (default: one per core for large inputs).",
     ),
+    rewards: Path | None = _REWARDS,
+    reward_config: list[str] | None = _REWARD_CONFIG,
+    rewards_version: int | None = _REWARDS_VERSION,
 ) -> None:
-    """Multi-turn SFT conversations with a tools column (TRL SFTTrainer format)."""
+    """Multi-turn SFT conversations with a tools column (TRL SFTTrainer format).
+
+    The reward column, --min-reward and the step weights come from the store's rewards for
+    --store trajectories, and from --rewards (else the rule layer, computed now) for files;
+    the card says which."""
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_sft, save_sft
     from knowlyr.export.sft_parallel import save_sft_files, save_sft_store
 
+    inputs = inputs or []
+    _check_reward_options(inputs, store, rewards, reward_config, rewards_version)
     kw = {
         "system_prompt": system_prompt or DEFAULT_SYSTEM_PROMPT,
         "keep_agent_prompt": system_prompt is None,
@@ -175,17 +259,18 @@ def export_sft_cmd(
         "chunk_overlap": chunk_overlap,
         "validated": True,
     }
-    inputs = inputs or []
 
     def run():
+        source = _reward_source(inputs, store, rewards, reward_config, rewards_version)
+        kw.update(rewards=source.totals, reward_source=source.info)
         # streamed into the folder, unless the rows also go to a store (from the dataset)
         if to_store:
-            return export_sft(_documents(inputs, store), **kw)
+            return export_sft(source.documents(_documents(inputs, store)), **kw)
         if store is None and inputs:  # the files alone: parsed on every core
-            return save_sft_files(inputs, output, workers=workers, **kw)
+            return save_sft_files(inputs, output, workers=workers, transform=source.apply, **kw)
         if store is not None and not inputs:  # the store alone: read on every core
-            return save_sft_store(store, output, workers=workers, **kw)
-        return save_sft(_documents(inputs, store), output, **kw)
+            return save_sft_store(store, output, workers=workers, transform=source.apply, **kw)
+        return save_sft(source.documents(_documents(inputs, store)), output, **kw)
 
     result = _run_export(inputs, run)
     n_in = result.card.params["input_trajectories"]
@@ -210,22 +295,33 @@ def export_dpo_cmd(
     system_prompt: str | None = _SYSTEM,
     to_store: str | None = _TO_STORE,
     name: str | None = _NAME,
+    rewards: Path | None = _REWARDS,
+    reward_config: list[str] | None = _REWARD_CONFIG,
+    rewards_version: int | None = _REWARDS_VERSION,
 ) -> None:
-    """Conversational prompt/chosen/rejected pairs built per task."""
+    """Conversational prompt/chosen/rejected pairs built per task.
+
+    Pairs and margins come from the store's rewards for --store trajectories, and from
+    --rewards (else the rule layer, computed now) for files; the card says which."""
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_dpo
 
     inputs = inputs or []
+    _check_reward_options(inputs, store, rewards, reward_config, rewards_version)
     prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
-    result = _run_export(
-        inputs,
-        lambda: export_dpo(
-            _documents(inputs, store),
+
+    def run():
+        source = _reward_source(inputs, store, rewards, reward_config, rewards_version)
+        return export_dpo(
+            source.documents(_documents(inputs, store)),
             validated=True,
             system_prompt=prompt,
             keep_agent_prompt=system_prompt is None,
             min_margin=min_margin,
-        ),
-    )
+            rewards=source.totals,
+            reward_source=source.info,
+        )
+
+    result = _run_export(inputs, run)
     _finish(
         result,
         output,
@@ -248,22 +344,33 @@ def export_grpo_cmd(
     system_prompt: str | None = _SYSTEM,
     to_store: str | None = _TO_STORE,
     name: str | None = _NAME,
+    rewards: Path | None = _REWARDS,
+    reward_config: list[str] | None = _REWARD_CONFIG,
+    rewards_version: int | None = _REWARDS_VERSION,
 ) -> None:
-    """Trajectories grouped per task with rewards, advantages and step-level advantages."""
+    """Trajectories grouped per task with rewards, advantages and step-level advantages.
+
+    Rewards come from the store's rewards for --store trajectories, and from --rewards
+    (else the rule layer, computed now) for files; the card says which."""
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_grpo
 
     inputs = inputs or []
+    _check_reward_options(inputs, store, rewards, reward_config, rewards_version)
     prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
-    result = _run_export(
-        inputs,
-        lambda: export_grpo(
-            _documents(inputs, store),
+
+    def run():
+        source = _reward_source(inputs, store, rewards, reward_config, rewards_version)
+        return export_grpo(
+            source.documents(_documents(inputs, store)),
             validated=True,
             system_prompt=prompt,
             keep_agent_prompt=system_prompt is None,
             min_group_size=min_group_size,
-        ),
-    )
+            rewards=source.totals,
+            reward_source=source.info,
+        )
+
+    result = _run_export(inputs, run)
     _finish(
         result,
         output,

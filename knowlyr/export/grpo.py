@@ -40,6 +40,7 @@ from knowlyr.export.common import (
     trajectory_fields,
 )
 from knowlyr.export.messages import is_invalid, messages_json, system_prompt_of
+from knowlyr.export.rewards import reward_source_of
 from knowlyr.export.sft import json_list_array
 from knowlyr.trajectory import Trajectory
 
@@ -75,6 +76,7 @@ def export_grpo(
     keep_agent_prompt: bool = True,
     tools: list[dict[str, Any]] | None = None,
     rewards: Mapping[str, float] | None = None,
+    reward_source: Mapping[str, Any] | None = None,
     min_group_size: int = 1,
     scale_advantages: bool = True,
     step_mix: float = 1.0,
@@ -93,6 +95,8 @@ def export_grpo(
         tools: OpenAI function schemas every row declares; ``None``: the tools of the group's
             agents (see :class:`~knowlyr.export.common.ToolSets`).
         rewards: trajectory id -> reward overriding the stored rewards.
+        reward_source: where the rewards come from (the card's ``params.rewards``; see
+            :func:`~knowlyr.export.rewards.reward_source_of`).
         min_group_size: tasks with fewer distinct trajectories are left out (listed in
             ``rejected``).
         scale_advantages: divide by the group std (GRPO) or only centre (Dr. GRPO style).
@@ -210,6 +214,7 @@ def export_grpo(
             "system_prompt": system_prompt,
             "keep_agent_prompt": keep_agent_prompt,
             "input_trajectories": len(seen) + len(duplicates),
+            "rewards": reward_source_of(reward_source, rewards),
         },
         invalid_actions=invalid if invalid["steps"] else {},
     )

@@ -39,6 +39,7 @@ from knowlyr.export.common import (
     trajectory_reward,
 )
 from knowlyr.export.messages import is_invalid, messages_json, system_prompt_of
+from knowlyr.export.rewards import reward_source_of
 from knowlyr.export.sft import json_list_array
 from knowlyr.trajectory import Trajectory
 
@@ -148,6 +149,7 @@ def export_dpo(
     keep_agent_prompt: bool = True,
     tools: list[dict[str, Any]] | None = None,
     rewards: Mapping[str, float] | None = None,
+    reward_source: Mapping[str, Any] | None = None,
     min_margin: float = 0.1,
     max_pairs_per_task: int = 4,
     validated: bool = False,
@@ -166,6 +168,8 @@ def export_dpo(
         tools: OpenAI function schemas every row declares; ``None``: the tools of the two
             trajectories' agents (see :class:`~knowlyr.export.common.ToolSets`).
         rewards, min_margin, max_pairs_per_task: see :func:`pairs_from_trajectories`.
+        reward_source: where the rewards come from (the card's ``params.rewards``; see
+            :func:`~knowlyr.export.rewards.reward_source_of`).
         validated: the documents are validated already (the store's, or
             :func:`~knowlyr.export.sft_parallel.jsonl_documents`'): not checked again.
 
@@ -285,6 +289,7 @@ def export_dpo(
             "system_prompt": system_prompt,
             "keep_agent_prompt": keep_agent_prompt,
             "input_trajectories": n_in + len(duplicates),
+            "rewards": reward_source_of(reward_source, rewards),
         },
         invalid_actions={"steps": n_invalid, "trajectories": sum(n > 0 for n in invalid.values())}
         if n_invalid

@@ -50,6 +50,7 @@ from knowlyr.export.common import (
     trajectory_fields,
 )
 from knowlyr.export.messages import system_prompt_of
+from knowlyr.export.rewards import reward_source_of
 from knowlyr.export.sft_columns import (
     STEP_TEXT,
     STEP_TOOL,
@@ -100,6 +101,7 @@ def export_sft(
     only_success: bool = True,
     min_reward: float | None = None,
     rewards: Mapping[str, float] | None = None,
+    reward_source: Mapping[str, Any] | None = None,
     max_steps_per_row: int | None = None,
     chunk_overlap: int = 1,
     step_weight_mix: float = 0.5,
@@ -122,6 +124,10 @@ def export_sft(
         min_reward: keep only trajectories whose reward (see
             :func:`~knowlyr.export.common.trajectory_reward`) is at least this.
         rewards: trajectory id -> reward, overriding the rewards stored on the trajectories.
+        reward_source: where ``rewards`` and the step rewards come from (see
+            :class:`~knowlyr.export.rewards.RewardSource`), the card's ``params.rewards``
+            (default: ``{"source": "given"}`` with ``rewards``, else ``"trajectories"``: the
+            step rewards and outcomes the trajectories carry).
         max_steps_per_row: split longer trajectories into rows of at most this many trained
             steps, at step boundaries (``None``: one row per trajectory).
         chunk_overlap: steps of the previous chunk repeated as context (weight 0).
@@ -143,6 +149,7 @@ def export_sft(
             only_success=only_success,
             min_reward=min_reward,
             rewards=rewards,
+            reward_source=reward_source,
             max_steps_per_row=max_steps_per_row,
             chunk_overlap=chunk_overlap,
             step_weight_mix=step_weight_mix,
@@ -294,6 +301,7 @@ def _card(parts: list[_Part], kw: Mapping[str, Any]) -> tuple[DatasetCard, list[
             "tool_sets": len(used),
             "system_prompt": kw["system_prompt"],
             "keep_agent_prompt": kw["keep_agent_prompt"],
+            "rewards": reward_source_of(kw["reward_source"], kw["rewards"]),
         },
         invalid_actions=_invalid_counts(parts),
     )

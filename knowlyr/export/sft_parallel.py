@@ -179,6 +179,7 @@ def save_sft_files(
     output: str | os.PathLike[str],
     *,
     workers: int | None = None,
+    transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     **kw: Any,
 ) -> SavedExport:
     """:func:`~knowlyr.export.folder.save_sft` of the trajectories in JSONL files.
@@ -189,6 +190,8 @@ def save_sft_files(
         workers: processes that parse and validate (``None``: one per core, each with at
             least :data:`PARALLEL_MIN_BYTES` of the files); the folder is the same for any
             number.
+        transform: applied to each validated document before it is exported (e.g.
+            :meth:`~knowlyr.export.rewards.RewardSource.apply`: the chosen step rewards).
         **kw: :func:`~knowlyr.export.export_sft`'s keyword arguments (``validated`` is
             ignored: every line is validated).
 
@@ -207,19 +210,32 @@ def save_sft_files(
     if n > 1:
         runs = [r for r in split_ranges(paths, n) if r]
         if len(runs) > 1:
-            sources = [functools.partial(_file_run, run) for run in runs]
+            sources = [functools.partial(_file_run, run, transform) for run in runs]
             saved = _save_parallel(sources, Path(output), kw)
             if saved is not None:
                 return saved
-    return save_sft(jsonl_documents(paths), output, **kw)
+    return save_sft(_mapped(transform, jsonl_documents(paths)), output, **kw)
 
 
-def _file_run(run: list[Range]) -> tuple[Iterable[dict[str, Any]], None]:
-    return jsonl_documents((), ranges=run), None
+def _mapped(
+    transform: Callable[[dict[str, Any]], dict[str, Any]] | None, docs: Iterable[dict[str, Any]]
+) -> Iterable[dict[str, Any]]:
+    return docs if transform is None else map(transform, docs)
+
+
+def _file_run(
+    run: list[Range], transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> tuple[Iterable[dict[str, Any]], None]:
+    return _mapped(transform, jsonl_documents((), ranges=run)), None
 
 
 def save_sft_store(
-    url: str, output: str | os.PathLike[str], *, workers: int | None = None, **kw: Any
+    url: str,
+    output: str | os.PathLike[str],
+    *,
+    workers: int | None = None,
+    transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    **kw: Any,
 ) -> SavedExport:
     """:func:`~knowlyr.export.folder.save_sft` of the trajectories of the store at ``url``
     (its latest ``trajectories`` version, in table order; the documents were validated when
@@ -231,6 +247,8 @@ def save_sft_store(
         workers: processes that read and parse (``None``: one per core). Only a process
             that has not imported polars or deltalake forks (their threads do not survive a
             fork): one that has reads alone. The folder is the same for any number.
+        transform: applied to each document before it is exported (see
+            :func:`save_sft_files`).
         **kw: :func:`~knowlyr.export.export_sft`'s keyword arguments.
     """
     from knowlyr.export.folder import save_sft
@@ -239,11 +257,11 @@ def save_sft_store(
     fresh = not {"polars", "deltalake"} & set(sys.modules)
     n = _workers(workers) if fresh else 1
     if n > 1:
-        sources = [functools.partial(_store_run, url, i, n) for i in range(n)]
+        sources = [functools.partial(_store_run, url, i, n, transform) for i in range(n)]
         saved = _save_parallel(sources, Path(output), kw)
         if saved is not None:
             return saved
-    return save_sft(store_documents(url), output, **kw)
+    return save_sft(_mapped(transform, store_documents(url)), output, **kw)
 
 
 def store_documents(url: str) -> Iterable[dict[str, Any]]:
@@ -252,16 +270,18 @@ def store_documents(url: str) -> Iterable[dict[str, Any]]:
     return _store_run(url, 0, 1)[0]
 
 
-def _store_run(url: str, i: int, n: int) -> tuple[Iterable[dict[str, Any]], int | None]:
+def _store_run(
+    url: str, i: int, n: int, transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> tuple[Iterable[dict[str, Any]], int | None]:
     """The documents of run ``i`` of ``n`` (rows ``[i * N // n, (i + 1) * N // n)``) of the
-    store's ``trajectories`` table, and the version read."""
+    store's ``trajectories`` table (``transform`` applied), and the version read."""
     from knowlyr.store import Store
 
     store = Store.open(url)
     version = store.version("trajectories")
     total = store.count("trajectories", version=version)
     lo, hi = total * i // n, total * (i + 1) // n
-    return _stored_documents(store, version, lo, hi), version
+    return _mapped(transform, _stored_documents(store, version, lo, hi)), version
 
 
 def _stored_documents(store: Any, version: int, lo: int, hi: int) -> Iterator[dict[str, Any]]:

@@ -130,8 +130,11 @@ def export_from_store(
     """Export the trajectories at a version, with their reward totals, into the store.
 
     Trajectories are those of ``split`` / ``suite`` / ``family`` (see :func:`train_filter`);
-    each gets the ``total`` of its reward row under one of ``reward_config_hashes`` (rows with
-    no total are ignored). The rows go to the ``datasets`` table under :func:`dataset_name`,
+    each gets the ``total`` and step rewards of its reward row under one of
+    ``reward_config_hashes`` at the latest ``rewards`` version (see
+    :func:`~knowlyr.export.rewards.store_rewards`: the card's ``params.rewards`` and the
+    run's inputs name it; a trajectory without one is an error). The rows go to the
+    ``datasets`` table under :func:`dataset_name`,
     and, with ``record``, an ``export`` run is added to the lineage.
 
     Args:
@@ -166,6 +169,7 @@ def export_from_store(
 
     from knowlyr.export.grpo import export_grpo
     from knowlyr.export.preference import export_dpo
+    from knowlyr.export.rewards import store_rewards
     from knowlyr.export.sft import export_sft
 
     if kind not in KINDS:
@@ -175,27 +179,31 @@ def export_from_store(
     if since_version is not None and since_version >= 0:
         before = store.read("trajectories", version=since_version, columns=["id"])["id"]
         where &= ~pl.col("id").is_in(before.implode())
-    rows = store.read("rewards", filter=pl.col("config_hash").is_in(hashes))
-    by_id = {
-        i: t for i, t in zip(rows["trajectory_id"], rows["total"], strict=True) if t is not None
-    }
+    # the totals and step rewards of the chosen configs, at the latest rewards version
+    ids = store.scan("trajectories", version=trajectories_version).filter(where).select("id")
+    source = store_rewards(
+        store,
+        trajectories_version=trajectories_version,
+        config_hashes=hashes,
+        ids=ids.collect()["id"].to_list(),
+    )
+    kw = {"rewards": source.totals, "reward_source": source.info, "validated": True}
     # The table's physical row order depends on how concurrent writers' commits interleaved;
     # the dataset must not (row order changes what a model learns from it): content-hash order.
     # the stored JSON documents, no models (see knowlyr.store._documents)
-    documents = _documents(store, trajectories_version, where)
+    documents = source.documents(_documents(store, trajectories_version, where))
     if kind == "sft":
         result = export_sft(
             documents,
             system_prompt=system_prompt,
-            rewards=by_id,
             only_success=only_success,
             min_reward=min_reward,
-            validated=True,
+            **kw,
         )
     elif kind == "dpo":
-        result = export_dpo(documents, system_prompt=system_prompt, rewards=by_id, validated=True)
+        result = export_dpo(documents, system_prompt=system_prompt, **kw)
     else:
-        result = export_grpo(documents, system_prompt=system_prompt, rewards=by_id, validated=True)
+        result = export_grpo(documents, system_prompt=system_prompt, **kw)
     n_in = result.card.params["input_trajectories"]
     version = trajectories_version
     if version is None:
@@ -221,9 +229,10 @@ def export_from_store(
             "since_version": since_version,
             "reward_configs": hashes,
         }
+        rv = source.info["rewards_version"]
         store.record_run(
             "export",
-            inputs={"trajectories": version},
+            inputs={"trajectories": version, **({"rewards": rv} if rv is not None else {})},
             outputs={"datasets": manifest.version},
             params=params,
         )

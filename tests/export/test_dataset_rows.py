@@ -11,6 +11,7 @@ from knowlyr.agents import ExpertAgent, RandomAgent
 from knowlyr.errors import StoreError
 from knowlyr.export import export_sft
 from knowlyr.export.store_io import export_from_store, load_dataset
+from knowlyr.reward.store_io import score_unscored
 from knowlyr.rollout import collect
 from knowlyr.store import Store
 from knowlyr.taskset import sample
@@ -31,12 +32,22 @@ def test_a_second_export_over_the_same_trajectories_adds_only_its_new_rows(tmp_p
     first, second = nights
     store = Store.open(str(tmp_path / "store"))
     store.add_trajectories(first)
-    one = export_from_store(store, trajectories_version=None, reward_config_hashes=[], split=None)
+    one = export_from_store(
+        store,
+        trajectories_version=None,
+        reward_config_hashes=score_unscored(store).config_hashes,
+        split=None,
+    )
     stored = store.count("dataset_rows")
     assert stored == one.rows > 0 and store.count("datasets") == 1
 
     store.add_trajectories(second)  # the next night exports everything again, plus its own
-    two = export_from_store(store, trajectories_version=None, reward_config_hashes=[], split=None)
+    two = export_from_store(
+        store,
+        trajectories_version=None,
+        reward_config_hashes=score_unscored(store).config_hashes,
+        split=None,
+    )
     assert two.name != one.name and two.rows > one.rows
     assert store.count("dataset_rows") == two.rows  # the first night's rows were not copied
     assert store.count("datasets") == 2
@@ -60,7 +71,11 @@ def test_preference_rows_name_both_sides(tmp_path, nights):
     bad = collect("knowlyr/conversation", lambda: RandomAgent(seed=2), len(ids), tasks=ids, seed=0)
     store.add_trajectories(good + bad)
     out = export_from_store(
-        store, trajectories_version=None, reward_config_hashes=[], kind="dpo", split=None
+        store,
+        trajectories_version=None,
+        reward_config_hashes=score_unscored(store).config_hashes,
+        kind="dpo",
+        split=None,
     )
     rows = out.result.dataset.to_list()
     assert rows
@@ -91,7 +106,12 @@ def test_a_store_written_before_manifests_still_loads_and_takes_new_exports(tmp_
     assert load_dataset(store, "sft-legacy").to_list() == legacy
 
     store.add_trajectories(nights[1])
-    new = export_from_store(store, trajectories_version=None, reward_config_hashes=[], split=None)
+    new = export_from_store(
+        store,
+        trajectories_version=None,
+        reward_config_hashes=score_unscored(store).config_hashes,
+        split=None,
+    )
     assert load_dataset(store, new.name).to_list() == new.result.dataset.to_list()
     assert load_dataset(store, "sft-legacy").to_list() == legacy
     assert store.count("datasets") == len(legacy) + 1

@@ -64,6 +64,14 @@ def exported(tmp_path_factory) -> dict[str, Any]:
         r = runner.invoke(app, ["export", kind, str(src), *extra, "-o", str(folder)])
         assert r.exit_code == 0, r.output
         out[kind] = folder
+    scored = tmp / "rewards.json"
+    r = runner.invoke(
+        app, ["reward", "score", str(src), "-d", "coding", "-w", "1", "-o", str(scored)]
+    )
+    assert r.exit_code == 0, r.output
+    out["rules"] = {
+        x["trajectory_id"]: x["total"] for x in json.loads(scored.read_text())["rewards"]
+    }
     return out
 
 
@@ -123,7 +131,9 @@ def test_an_invalid_action_is_cut_with_its_answer_and_the_rest_is_kept(exported)
             s.action.params for s in valid
         ]
         assert row["n_steps"] == len(valid) == len(row["step_weights"])
-        assert row["reward"] == (1.0 if t.outcome.success else 0.0)
+        # no --rewards: the rule layer's total, what `knowlyr reward score` gives
+        assert row["reward"] == exported["rules"][t.id]
+    assert _card(exported["sft"])["params"]["rewards"]["source"] == "rules"
 
 
 @pytest.mark.parametrize("kind", ["sft", "dpo", "grpo"])
@@ -165,7 +175,7 @@ def test_grpo_groups_hold_each_trajectory_once(exported):
     for row in rows:
         assert len(row["trajectory_ids"]) == len(set(row["trajectory_ids"])) == 2
         assert row["success"] == [RESOLVED[row["task_id"]], False]
-        assert sorted(row["advantages"]) == sorted(-a for a in row["advantages"])
+        assert sorted(row["advantages"]) == pytest.approx(sorted(-a for a in row["advantages"]))
 
 
 @pytest.mark.parametrize("kind", ["sft", "dpo", "grpo"])

@@ -92,13 +92,19 @@ def test_a_store_read_by_two_processes_gives_the_same_folder(tmp_path, monkeypat
     import sys
 
     from knowlyr.export import save_sft_store
+    from knowlyr.export.rewards import store_rewards
+    from knowlyr.reward.store_io import score_unscored
     from knowlyr.store import Store
 
     trajs = generated_corpus(22, n=60)
     store = Store.open(str(tmp_path / "s"))
     store.add_trajectories(trajs[:25])
     store.add_trajectories(trajs[25:])
-    one = save_sft_store(store.url, tmp_path / "w1", workers=2, only_success=False)
+    score_unscored(store)  # the command line exports the store's rewards
+    source = store_rewards(store)
+    one = save_sft_store(store.url, tmp_path / "w1", workers=2, only_success=False,
+                         transform=source.apply, rewards=source.totals,
+                         reward_source=source.info)  # fmt: skip
     assert one.card.params["input_trajectories"] == 60
     argv = [sys.executable, "-m", "knowlyr.cli", "export", "sft", "--store", store.url]
     argv += ["-o", str(tmp_path / "w2"), "--include-failed", "--workers", "2"]
@@ -116,7 +122,9 @@ def test_a_store_read_by_two_processes_gives_the_same_folder(tmp_path, monkeypat
     monkeypatch.setattr(store_module, "READ_ROWS", 7)
     assert [d for i in range(3) for d in sft_parallel._store_run(store.url, i, 3)[0]] == whole
     assert [d["id"] for d in whole] == [r["id"] for r in store.read("trajectories").to_dicts()]
-    sliced = save_sft_store(store.url, tmp_path / "w3", workers=2, only_success=False)
+    sliced = save_sft_store(store.url, tmp_path / "w3", workers=2, only_success=False,
+                            transform=source.apply, rewards=source.totals,
+                            reward_source=source.info)  # fmt: skip
     assert sliced.card.rows == one.card.rows
     for name in _FILES:
         assert (tmp_path / "w3" / name).read_bytes() == (tmp_path / "w1" / name).read_bytes()

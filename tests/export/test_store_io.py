@@ -6,13 +6,15 @@ import datasets
 import pytest
 
 from knowlyr.agents import ExpertAgent, RandomAgent
-from knowlyr.errors import NotFoundError
+from knowlyr.errors import ExportError, NotFoundError
 from knowlyr.export import export_sft
+from knowlyr.export.rewards import store_rewards
 from knowlyr.export.store_io import dataset_name, export_from_store, load_dataset, train_filter
 from knowlyr.reward.store_io import score_unscored
 from knowlyr.rollout import collect
 from knowlyr.store import Store
 from knowlyr.taskset import sample, split_of
+from tests.export.test_cli_documents import rewarded
 
 
 @pytest.fixture
@@ -65,10 +67,20 @@ def test_rewards_of_the_given_configs_reach_the_rows(scored) -> None:
     totals = dict(store.read("rewards").select("trajectory_id", "total").iter_rows())
     rows = out.result.dataset.to_list()
     assert rows and all(r["rewards"] == [totals[i] for i in r["trajectory_ids"]] for r in rows)
-    none = export_from_store(
-        store, trajectories_version=None, reward_config_hashes=[], kind="sft", min_reward=0.1
-    )
-    assert none.name == f"sft-all-t{store.version('trajectories')}-"  # latest version, no configs
+    per_step = dict(store.read("rewards").select("trajectory_id", "per_step").iter_rows())
+    assert all(r["step_rewards"] == [per_step[i] for i in r["trajectory_ids"]] for r in rows)
+    assert out.result.card.params["rewards"] == {
+        "source": "store", "store": store.url, "trajectories_version": 0,
+        "rewards_version": store.version("rewards"), "config_hashes": hashes,
+    }  # fmt: skip
+    assert store.runs(stage="export")[-1].inputs["rewards"] == store.version("rewards")
+    # no config chosen: no trajectory has a reward, which is an error naming the fix
+    with pytest.raises(
+        ExportError, match=r"have no reward in rewards@0 under no config.*reward score"
+    ):
+        export_from_store(
+            store, trajectories_version=None, reward_config_hashes=[], kind="sft", min_reward=0.1
+        )
 
 
 def test_same_export_as_the_exporter_called_directly(scored) -> None:
@@ -78,8 +90,8 @@ def test_same_export_as_the_exporter_called_directly(scored) -> None:
     assert out.name == dataset_name(
         "sft", trajectories_version=store.version("trajectories"), reward_config_hashes=hashes
     )
-    totals = dict(store.read("rewards").select("trajectory_id", "total").iter_rows())
-    direct = export_sft(trajs, rewards=totals)
+    source = store_rewards(store, config_hashes=hashes)
+    direct = export_sft(rewarded(trajs, source), rewards=source.totals)
     assert out.result.dataset.to_list() == direct.dataset.to_list()
 
 
@@ -91,7 +103,8 @@ def test_export_order_does_not_depend_on_the_order_rows_were_written(tmp_path) -
         store = Store.open(str(tmp_path / name))
         for t in order:  # one commit each: the table's row order follows the writes
             store.add_trajectories([t])
-        out = export_from_store(store, trajectories_version=None, reward_config_hashes=[])
+        hashes = score_unscored(store).config_hashes
+        out = export_from_store(store, trajectories_version=None, reward_config_hashes=hashes)
         exports.append(load_dataset(store, out.name)["trajectory_id"])
     assert exports[0] == exports[1] == sorted(exports[0]) and len(exports[0]) > 1
 
