@@ -7,10 +7,9 @@ Two families of rule:
   ``ghp_...``, ``npm_...``, ``SG....``, ``sk_live_...``, PEM private keys, JWTs...). Always
   redacted, wherever they are, test code included. A format token wrapped over lines (a
   terminal's wrap, ``fold``) is followed across the line breaks. Base64 text is decoded and
-  searched where it may hide one: near the word ``base64`` (``echo ... | base64 -d``,
-  ``base64 <<EOF``, ``b64decode(...)``), and wherever the base64 form of a common prefix
-  (``AKIA``, ``ghp_``, ``sk-proj-``, ``-----BEGIN``, ``password``...) appears; the whole
-  base64 run is then replaced.
+  searched near the word ``base64`` (``echo ... | base64 -d``, ``base64 <<EOF``,
+  ``b64decode(...)``); a run that hides a secret is replaced whole. (A base64 value after a
+  secret's key, as in a Kubernetes secret, is a context value like any other.)
 * **Contexts**: a value that is a secret because of where it is: after a key that names a
   secret (``DB_PASSWORD=``, ``PGPASSWORD=``, ``"client_secret":``, ``X-Auth-Token:``,
   ``--password X``, ``aws configure set aws_secret_access_key V``), in a URL's user info
@@ -303,37 +302,6 @@ PEM_RE = re.compile(
 _TEXT_BYTES = bytes(range(32, 127)) + b"\t\n\r"
 _CONTROL_BYTES = bytes(c for c in range(32) if c not in b"\t\n\r") + b"\x7f"
 _B64CH = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
-# what a base64 blob may hide: the format prefixes and the names of secrets
-B64_PREFIXES = (
-    b"sk-proj-",
-    b"sk-ant-",
-    b"AKIA",
-    b"ASIA",
-    b"ghp_",
-    b"github_pat_",
-    b"xoxb-",
-    b"AIza",
-    b"-----BEGIN",
-    b"PASSWORD",
-    b"password",
-)
-
-
-def b64_triggers() -> list[list[bytes]]:
-    """The parts of the base64 forms of :data:`B64_PREFIXES` that do not depend on the bytes
-    around them, at each of the 3 alignments (4 characters or more), in groups of 30."""
-    out: list[bytes] = []
-    for p in B64_PREFIXES:
-        for k in range(3):
-            enc = base64.b64encode(b"\0" * k + p + b"\0\0\0")
-            lo = -(-8 * k // 6)  # first character whose 6 bits all come from p
-            hi = (8 * (k + len(p))) // 6
-            part = enc[lo:hi]
-            if len(part) >= 4 and part not in out:
-                out.append(part)
-    return [out[i : i + 30] for i in range(0, len(out), 30)]
-
-
 B64_RUN_RE = re.compile(rb"[A-Za-z0-9+/]{20,}")
 _B64_CHARS = re.compile(rb"[A-Za-z0-9+/]*")
 
@@ -442,23 +410,26 @@ _KEY_QUALIFIERS = frozenset(
         "session",
     ]
 )
-# Triggers of the keys that name a secret, in groups of at most ~30 (one fast scan each, see
-# redact.py): the long words as they are, the short ones only followed by what may come
-# between a key and its value ("token" alone is in every log's "prompt_tokens").
-# (a key's closing quote escaped in JSON is \" or, deeper, \\\"; not \n: "pass\n" is Python's)
-_AFTER_KEY = (b"=", b":", b'"', b"'", b" ", b'\\"', b"\\\\")
+# Triggers of the keys that name a secret (one scan: 64 patterns, see redact.py): the long
+# words as they are, the short ones only followed by what may come between a key and its
+# value ("token" alone is in every log's "prompt_tokens", "pass\n" in every Python file).
+# A key's closing quote escaped in JSON is \" (or, deeper, \\\").
+_SEPS = (b"=", b":", b'"', b"'")
 
 
-def key_triggers() -> list[list[bytes]]:
-    """The key triggers, lowercase, UPPERCASE and Titlecase (camelCase keys: ``apiKey``,
-    ``authToken``, ``clientSecret``), one group each."""
-    groups = []
-    for case in (str.lower, str.upper, str.title):
-        g = [case(w).encode() for w in ("passw", "passphrase", "secret")]
-        short = ("pass", "pwd", "token", "key") if case is not str.title else ("token", "key")
-        g += [case(w).encode() + a for w in short for a in _AFTER_KEY]
-        groups.append(g)
-    return groups
+def key_triggers() -> list[bytes]:
+    """The key triggers: lowercase, UPPERCASE and, for camelCase keys (``apiKey``,
+    ``authToken``, ``clientSecret``, ``dbPassword``), Titlecase."""
+    out = [b"passw", b"PASSW", b"Passw", b"passp", b"PASSP", b"secret", b"SECRET", b"Secret"]
+    for w in (b"token", b"TOKEN", b"key", b"KEY"):
+        out += [w + a for a in (*_SEPS, b" ", b"\\")]
+    for w in (b"Token", b"Key"):
+        out += [w + a for a in (*_SEPS, b"\\")]
+    for w in (b"pwd", b"PWD"):
+        out += [w + a for a in _SEPS]
+    for w in (b"pass", b"PASS"):
+        out += [w + a for a in (*_SEPS, b" ", b'\\"', b"\\\\")]
+    return out
 
 
 _IDENT = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
