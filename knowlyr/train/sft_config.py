@@ -29,8 +29,18 @@ class KnowlyrSFTConfig(SFTConfig):
         default=True,
         metadata={
             "help": "Observation masking: compute the loss only on assistant tokens (labels are -100 on the "
-            "system, user and tool tokens). Needs a chat template with {% generation %} markers; TRL swaps in "
-            "its training template for Qwen2.5/3 and Llama 3."
+            "system, user and tool tokens). Needs a chat template with {% generation %} markers: knowlyr finds "
+            "or builds one for SmolLM2 and other ChatML templates, Qwen2.5/3 and Llama 3/3.1/3.2 "
+            "(knowlyr.train.chat_templates); any other template needs chat_template=."
+        },
+    )
+    chat_template: str | None = field(
+        default=None,
+        metadata={
+            "help": "Training chat template to use instead of the one found for the tokenizer: Jinja text with "
+            "{% generation %} markers, a .jinja file, or a template shipped in knowlyr/train/templates "
+            "('chatml_training', 'smollm2_training'). It replaces the tokenizer's template, so the saved "
+            "model is prompted the way it was trained."
         },
     )
     step_weighted_loss: bool = field(

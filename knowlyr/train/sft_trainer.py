@@ -38,6 +38,7 @@ __all__ = [
     "curriculum_order",
     "spread_turn_weights",
     "token_weights",
+    "use_training_template",
 ]
 
 
@@ -140,6 +141,50 @@ class WeightedDataCollator(DataCollatorForLanguageModeling):
         return out
 
 
+def _has_tool_calls(dataset: Any) -> bool:
+    if dataset is None or len(dataset) == 0:
+        return False
+    row = dataset[0]
+    if row.get("tools"):
+        return True
+    msgs = row.get("messages") or [*(row.get("prompt") or []), *(row.get("completion") or [])]
+    return any(isinstance(m, dict) and m.get("tool_calls") for m in msgs)
+
+
+def use_training_template(tokenizer: Any, dataset: Any, config: Any) -> Any:
+    """Put the training chat template on ``tokenizer`` before TRL tokenizes (see
+    :mod:`knowlyr.train.chat_templates`), so the saved tokenizer prompts the model the way it
+    was trained; returns the :class:`~knowlyr.train.chat_templates.TrainingTemplate` or ``None``.
+
+    A template TRL knows (Qwen2.5/3, Llama 3) is left for TRL to swap in for training; one
+    knowlyr built replaces the tokenizer's own (it renders what the own one renders byte for
+    byte, plus tool calls where the own one has none, as SmolLM2's), also with
+    ``assistant_only_loss=False``. Raises :class:`TrainError` when none is
+    found and assistant-only loss needs one, or when rows have tool calls the template
+    cannot render.
+    """
+    from knowlyr.train.chat_templates import training_chat_template
+
+    if getattr(tokenizer, "chat_template", None) is None and config.chat_template is None:
+        return None  # not a chat model: TRL says what it needs
+    only_assistant = bool(getattr(config, "assistant_only_loss", False))
+    try:
+        choice = training_chat_template(tokenizer, getattr(config, "chat_template", None))
+    except TrainError:
+        if only_assistant:
+            raise
+        return None
+    if choice.source in ("knowlyr", "given"):
+        tokenizer.chat_template = choice.template
+    if not choice.renders_tools and _has_tool_calls(dataset):
+        raise TrainError(
+            f"the {choice.family} chat template does not render tool calls and tool results, "
+            "and the dataset has them; pass KnowlyrSFTConfig(chat_template=...) with a template "
+            "that does"
+        )
+    return choice
+
+
 class KnowlyrSFTTrainer(SFTTrainer):
     """``trl.SFTTrainer`` with observation masking, step-weighted loss, curriculum and LoRA.
 
@@ -168,6 +213,9 @@ class KnowlyrSFTTrainer(SFTTrainer):
                 padding_free=bool(getattr(config, "padding_free", False)),
                 pad_to_multiple_of=getattr(config, "pad_to_multiple_of", None),
             )
+        tok = kwargs.get("processing_class")
+        if tok is not None and config is not None:
+            use_training_template(tok, kwargs.get("train_dataset"), config)
         if self._step_weighted and getattr(config, "packing", False):
             raise TrainError(
                 "step_weighted_loss does not work with packing=True; turn one of them off"
