@@ -13,6 +13,12 @@ assistant message with ``tool_calls``::
     {"name": "query_stats", "arguments": {"order_id": "K3Z9Q"}}
     </tool_call>
 
+:func:`parse_action_text` also reads the calls pretrained models write in their own formats:
+SmolLM2's ``<tool_call>[{...}]</tool_call>`` list, Llama 3.1's bare ``{"name": ...,
+"parameters": {...}}``, a fenced ```` ```json ```` block. Anything else is an
+:data:`INVALID_ACTION_TOOL` action whose ``params["error"]`` says what was wrong (the agent
+tells the model on its next turn).
+
 Tool-call ``arguments`` are kept as **dicts** in the messages (the template applies ``tojson``
 to them; a JSON string would be quoted twice). The JSON is ``json.dumps`` with its default
 separators and ``ensure_ascii=False``, exactly like transformers' ``tojson`` filter.
@@ -32,13 +38,16 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from knowlyr.trajectory import INVALID_ACTION_TOOL
 
 __all__ = [
     "END_OF_TURN",
+    "END_TOKENS",
     "INVALID_ACTION_TOOL",
+    "NO_CALL_ERROR",
     "TOOL_CALL_END",
     "TOOL_CALL_START",
     "action_to_message",
@@ -49,6 +58,18 @@ __all__ = [
 TOOL_CALL_START = "<tool_call>"
 TOOL_CALL_END = "</tool_call>"
 END_OF_TURN = "<|im_end|>"
+#: Tokens that end a model's turn (ChatML, Llama 3, plain end of text): text after the first
+#: one is not part of the reply.
+END_TOKENS = (END_OF_TURN, "<|eot_id|>", "<|eom_id|>", "<|endoftext|>")
+#: What the reason of an :data:`INVALID_ACTION_TOOL` action says when the text has no call.
+NO_CALL_ERROR = (
+    "no tool call in the model output (no <tool_call>...</tool_call> block, "
+    "```json block or JSON object with a name)"
+)
+_PYTHON_TAG = "<|python_tag|>"
+_FENCE = re.compile(r"```[ \t]*([A-Za-z_]*)[ \t]*\n(.*?)```", re.S)
+_CALL_FENCES = ("", "json", "tool_call", "tool_code")
+_MAX_BARE_TRIES = 64
 # INVALID_ACTION_TOOL (defined in knowlyr.trajectory, re-exported here): the tool name of the
 # action returned for text that holds no parseable tool call. No env offers it, so the env
 # answers with an error observation: a bad generation is data, not a crash.
@@ -94,8 +115,17 @@ def render_action(action: dict[str, Any], *, thought: str = "") -> str:
 def parse_action_text(text: str, *, text_tool: str | None = None) -> dict[str, Any]:
     """Parse generated assistant text into an env action ``{"tool", "params", "thought"}``.
 
-    The first ``<tool_call>`` block wins; text before it is the thought. Anything after the
-    end-of-turn token is ignored.
+    Reads a tool call the ways pretrained models write one (the first call wins; the text
+    before it is the thought; anything after an end-of-turn token is ignored):
+
+    - a ``<tool_call>`` block holding ``{"name": ..., "arguments": {...}}`` (Qwen, Hermes,
+      knowlyr's own format) or a JSON list of such calls (SmolLM2:
+      ``<tool_call>[{"name": ..., "arguments": ...}]</tool_call>``);
+    - a fenced code block (```` ```json ... ``` ````) holding such an object or list;
+    - a bare JSON object with ``name`` and ``arguments`` (or Llama 3.1's ``parameters``),
+      optionally after ``<|python_tag|>``; an object without them is just text.
+
+    ``arguments`` may also be a JSON string (some models emit that).
 
     Args:
         text: the decoded generation (decode with ``skip_special_tokens=False``).
@@ -103,24 +133,72 @@ def parse_action_text(text: str, *, text_tool: str | None = None) -> dict[str, A
             (e.g. ``"respond"``). Without it such text becomes an :data:`INVALID_ACTION_TOOL`
             action carrying the raw text and the reason, which the env reports as an error.
     """
-    text = text.split(END_OF_TURN, 1)[0]
+    cut = min((i for i in (text.find(e) for e in END_TOKENS) if i >= 0), default=len(text))
+    text = text[:cut].replace(_PYTHON_TAG, "")
     start = text.find(TOOL_CALL_START)
-    if start < 0:
-        bare = text.strip()
-        if text_tool is not None:
-            return {"tool": text_tool, "params": {"text": bare}, "thought": ""}
-        return _invalid(bare, "no <tool_call>...</tool_call> block in the model output")
-    thought = text[:start].strip()
-    body = text[start + len(TOOL_CALL_START) :].lstrip()
-    try:  # decode the JSON object itself: its strings may contain "</tool_call>"
-        call, end = _DECODER.raw_decode(body)
-    except json.JSONDecodeError as e:
-        return _invalid(text.strip(), f"tool call is not valid JSON: {e}")
-    if not body[end:].lstrip().startswith(TOOL_CALL_END) and body[end:].strip():
-        return _invalid(text.strip(), "tool call JSON is not followed by </tool_call>")
+    if start >= 0:
+        body = text[start + len(TOOL_CALL_START) :].lstrip()
+        try:  # decode the JSON itself: its strings may contain "</tool_call>"
+            call, end = _DECODER.raw_decode(body)
+        except json.JSONDecodeError as e:
+            return _invalid(text.strip(), f"tool call is not valid JSON: {e}")
+        if not body[end:].lstrip().startswith(TOOL_CALL_END) and body[end:].strip():
+            return _invalid(text.strip(), "tool call JSON is not followed by </tool_call>")
+        return _action(call, text[:start].strip(), text)
+    for fence in _FENCE.finditer(text):
+        lang, body = fence.group(1).lower(), fence.group(2).strip()
+        if lang not in _CALL_FENCES or body[:1] not in ("{", "["):
+            continue  # a code block, not a call
+        try:
+            call = json.loads(body)
+        except json.JSONDecodeError as e:
+            return _invalid(text.strip(), f"the fenced tool call is not valid JSON: {e}")
+        return _action(call, text[: fence.start()].strip(), text)
+    bare = _bare_call(text)
+    if bare is not None:
+        call, at = bare
+        return _action(call, text[:at].strip(), text)
+    if text_tool is not None:
+        return {"tool": text_tool, "params": {"text": text.strip()}, "thought": ""}
+    return _invalid(text.strip(), NO_CALL_ERROR)
+
+
+def _bare_call(text: str) -> tuple[dict[str, Any], int] | None:
+    """The first JSON object in ``text`` that looks like a call (a ``name`` and ``arguments``
+    or ``parameters``), and where it starts."""
+    at = text.find("{")
+    for _ in range(_MAX_BARE_TRIES):
+        if at < 0:
+            return None
+        try:
+            obj, _end = _DECODER.raw_decode(text, at)
+        except json.JSONDecodeError:
+            obj = None
+        fn = obj.get("function") if isinstance(obj, dict) else None
+        call = fn if isinstance(fn, dict) else obj  # OpenAI's {"type": "function", "function": ...}
+        if (
+            isinstance(call, dict)
+            and isinstance(call.get("name"), str)
+            and ("arguments" in call or "parameters" in call)
+        ):
+            return obj, at
+        at = text.find("{", at + 1)
+    return None
+
+
+def _action(call: Any, thought: str, text: str) -> dict[str, Any]:
+    """The env action for a decoded call (an object, or a list whose first item is one)."""
+    if isinstance(call, list):
+        if not call:
+            return _invalid(text.strip(), "the tool call list is empty")
+        call = call[0]
+    if isinstance(call, dict) and isinstance(call.get("function"), dict):
+        call = call["function"]  # OpenAI's {"type": "function", "function": {...}}
     if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
         return _invalid(text.strip(), 'tool call needs {"name": str, "arguments": object}')
-    args = call.get("arguments", {})
+    args = call.get("arguments", call.get("parameters", {}))
+    if args is None:
+        args = {}
     if isinstance(args, str):  # some models emit the arguments as a JSON string
         try:
             args = json.loads(args) if args.strip() else {}

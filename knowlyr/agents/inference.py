@@ -261,6 +261,7 @@ class ModelAgent(Agent):
         self.last_text: str = ""
         self._instruction: str | None = None
         self._last_tool: str | None = None
+        self._last_error: str | None = None
 
     def reset(self, info: dict[str, Any] | None = None) -> None:
         self._episode += 1
@@ -269,6 +270,7 @@ class ModelAgent(Agent):
         self.messages = []
         self.last_text = ""
         self._last_tool = None
+        self._last_error = None
         task = (info or {}).get("task") or {}
         self._instruction = (
             task.get("instruction")
@@ -281,6 +283,10 @@ class ModelAgent(Agent):
             if self.system_prompt:
                 self.messages.append({"role": "system", "content": self.system_prompt})
             self.messages.append({"role": "user", "content": self._instruction or observation})
+        elif self._last_error is not None:
+            # a reply that was no tool call: tell the model what was wrong, not the env's
+            # "unknown tool invalid_action"
+            self.messages.append({"role": "user", "content": self._correction()})
         else:
             self.messages.append(
                 {"role": "tool", "name": self._last_tool or "", "content": observation}
@@ -290,9 +296,21 @@ class ModelAgent(Agent):
         ) % 2**63
         self.last_text = self.inference.generate(self.messages, tools=self.tools, seed=turn_seed)
         action = parse_action_text(self.last_text, text_tool=self.text_tool)
+        self._last_error = None
         if action["tool"] == INVALID_ACTION_TOOL:
             self.messages.append({"role": "assistant", "content": action["params"]["raw"]})
+            self._last_error = action["params"]["error"]
         else:
             self.messages.append(action_to_message(action))
         self._last_tool = action["tool"]
         return action
+
+    def _correction(self) -> str:
+        names = [
+            (t.get("function") or t).get("name")
+            for t in self.tools or []
+            if isinstance(t, dict) and isinstance(t.get("function") or t, dict)
+        ]
+        names = [n for n in names if n]
+        how = f" Reply with a call to one of the tools: {', '.join(names)}." if names else ""
+        return f"Error: {self._last_error}.{how}"

@@ -57,7 +57,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from knowlyr.agents.action_format import TOOL_CALL_START, parse_action_text, render_action
+from knowlyr.agents.action_format import NO_CALL_ERROR, parse_action_text, render_action
 from knowlyr.agents.api import ApiAgent, ModelTurn, ToolCallRequest, UnreadableReply, _status
 from knowlyr.agents.inference import MARKER_FILE, read_marker
 from knowlyr.errors import ConfigError
@@ -156,15 +156,19 @@ class OpenAIAgent(ApiAgent):
             completion_tokens=getattr(usage, "completion_tokens", None),
         )
         n = len(self.messages)
-        tool_calls = (msg.tool_calls or []) if msg is not None else []
+        tool_calls = list((msg.tool_calls or []) if msg is not None else [])
+        legacy = getattr(msg, "function_call", None) if msg is not None else None
+        if not tool_calls and legacy is not None:  # the older `function_call` field
+            tool_calls = [_LegacyCall(f"call_{n}_0", legacy)]
         if not tool_calls:
-            if TOOL_CALL_START in text:  # a server without a tool parser: the call is text
-                action = parse_action_text(text)
-                if action["tool"] == INVALID_ACTION_TOOL:
-                    turn.error = action["params"]["error"]
-                else:
-                    turn.text = action["thought"]
-                    turn.calls = [ToolCallRequest(f"call_{n}_0", action["tool"], action["params"])]
+            # a server without a tool parser: the call is text, in the model's own format
+            # (<tool_call> JSON, a fenced block, a bare JSON object)
+            action = parse_action_text(text)
+            if action["tool"] != INVALID_ACTION_TOOL:
+                turn.text = action["thought"]
+                turn.calls = [ToolCallRequest(f"call_{n}_0", action["tool"], action["params"])]
+            elif action["params"]["error"] != NO_CALL_ERROR:
+                turn.error = action["params"]["error"]  # a call, but a malformed one
             return turn
         wire: list[dict[str, Any]] = []
         for i, tc in enumerate(tool_calls):
@@ -195,6 +199,16 @@ class OpenAIAgent(ApiAgent):
             {"role": "tool", "tool_call_id": call_id, "content": content}
             for call_id, content, _ in results
         ]
+
+
+class _LegacyCall:
+    """A reply's ``function_call`` (the API's field before ``tool_calls``) as a tool call."""
+
+    type = "function"
+
+    def __init__(self, call_id: str, function: Any):
+        self.id = call_id
+        self.function = function
 
 
 def _checkpoint_marker(model: str) -> dict[str, Any] | None:

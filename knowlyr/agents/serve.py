@@ -450,7 +450,10 @@ def reply_action(message: Any, *, text_tool: str | None = None) -> dict[str, Any
     """The env action in a chat-completion reply ``message`` of a served checkpoint.
 
     ``transformers serve`` returns a Qwen-type checkpoint's ``<tool_call>`` as ``tool_calls``
-    (the text before it as ``content``) and other types' generation as raw ``content``. Either
+    (the text before it as ``content``) and other types' generation as raw ``content``
+    (read in the model's own format, see
+    :func:`~knowlyr.agents.action_format.parse_action_text`); an older server's
+    ``function_call`` field is read like one tool call. Either
     way the generation is put back together and parsed by
     :func:`~knowlyr.agents.action_format.parse_action_text`, so the action (thought included)
     is the one the in-process bridge would take; the first tool call wins.
@@ -461,9 +464,10 @@ def reply_action(message: Any, *, text_tool: str | None = None) -> dict[str, Any
     """
     content = _field(message, "content") or ""
     calls = _field(message, "tool_calls") or []
-    if not calls:
+    legacy = _field(message, "function_call")  # the API's field before tool_calls
+    if not calls and legacy is None:
         return parse_action_text(content, text_tool=text_tool)
-    fn = _field(calls[0], "function") or {}
+    fn = (_field(calls[0], "function") or {}) if calls else legacy
     name, args = _field(fn, "name") or "", _field(fn, "arguments")
     if not isinstance(args, str):
         args = json.dumps(args if args is not None else {}, ensure_ascii=False)

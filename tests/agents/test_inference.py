@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from knowlyr.agents.action_format import parse_action_text
+from knowlyr.agents.action_format import INVALID_ACTION_TOOL, parse_action_text
 from knowlyr.agents.inference import AgentInference
 from knowlyr.export import export_sft
 from knowlyr.train.models import build_tiny_model_for, load_model, save_model
@@ -78,7 +78,15 @@ def test_agent_history_resets_every_episode_and_uses_the_saved_prompt(tmp_path):
     agent.act("some observation", {})
     assert [m["role"] for m in agent.messages][:3] == ["system", "user", "assistant"]
     assert agent.messages[0]["content"] == "Be brief."
-    assert agent.messages[3] == {"role": "tool", "name": a1["tool"], "content": "some observation"}
+    if a1["tool"] == INVALID_ACTION_TOOL:  # an untrained model: it is told what was wrong
+        assert agent.messages[3]["role"] == "user"
+        assert agent.messages[3]["content"].startswith(f"Error: {a1['params']['error']}")
+    else:
+        assert agent.messages[3] == {
+            "role": "tool",
+            "name": a1["tool"],
+            "content": "some observation",
+        }
     agent.reset({"task": {"instruction": "Where is order BBBBB?"}})
     assert agent.messages == []
     agent.act("Where is order BBBBB?", {})
