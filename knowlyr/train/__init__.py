@@ -5,6 +5,8 @@ the names below load on first use.
 
 - :mod:`knowlyr.train.models`: :func:`build_tiny_model`, :func:`load_model`,
   :func:`save_model`, :func:`smollm2_checkpoint`;
+- :mod:`knowlyr.train.chat_templates`: :func:`training_chat_template` (a template with
+  ``{% generation %}`` markers for SmolLM2 / ChatML, Qwen2.5/3 and Llama 3 tokenizers);
 - :mod:`knowlyr.train.sft_config` / :mod:`~knowlyr.train.sft_trainer`,
   :mod:`~knowlyr.train.dpo_config` / :mod:`~knowlyr.train.dpo_trainer`,
   :mod:`~knowlyr.train.grpo_config` / :mod:`~knowlyr.train.grpo_trainer`;
@@ -24,6 +26,7 @@ _EXPORTS = {
     "load_model": "knowlyr.train.models",
     "save_model": "knowlyr.train.models",
     "smollm2_checkpoint": "knowlyr.train.models",
+    "training_chat_template": "knowlyr.train.chat_templates",
     "KnowlyrSFTConfig": "knowlyr.train.sft_config",
     "KnowlyrSFTTrainer": "knowlyr.train.sft_trainer",
     "KnowlyrDPOConfig": "knowlyr.train.dpo_config",

