@@ -265,3 +265,31 @@ def test_plain_llama3_trains_only_without_tool_calls(tokenizer):
     rows = Dataset.from_list([{"messages": MESSAGES}])
     with pytest.raises(TrainError, match="does not render tool calls"):
         use_training_template(tokenizer, rows, config)
+
+
+def test_the_trainer_puts_a_built_template_on_the_tokenizer(tokenizer):
+    """SmolLM2's own template renders no tool calls: training (and the saved model) use the
+    training template, with assistant-only loss or without it."""
+    from datasets import Dataset
+
+    from knowlyr.train.sft_config import KnowlyrSFTConfig
+    from knowlyr.train.sft_trainer import use_training_template
+
+    rows = Dataset.from_list([{"messages": MESSAGES, "tools": TOOLS}])
+    for only_assistant in (True, False):
+        tokenizer.chat_template = SMOLLM2_ORIGINAL
+        config = KnowlyrSFTConfig(output_dir="unused", assistant_only_loss=only_assistant)
+        choice = use_training_template(tokenizer, rows, config)
+        assert choice.family == "smollm2"
+        assert tokenizer.chat_template == chat_template("smollm2_training")
+    # a template TRL patches is left for TRL to swap in; an unknown one is an error only when
+    # assistant-only loss needs markers
+    tokenizer.chat_template = chat_template("qwen2_5")
+    config = KnowlyrSFTConfig(output_dir="unused")
+    assert use_training_template(tokenizer, rows, config).source == "trl"
+    assert tokenizer.chat_template == chat_template("qwen2_5")
+    tokenizer.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    with pytest.raises(TrainError, match="assistant_only_loss=False"):
+        use_training_template(tokenizer, rows, config)
+    config = KnowlyrSFTConfig(output_dir="unused", assistant_only_loss=False)
+    assert use_training_template(tokenizer, rows, config) is None
