@@ -174,7 +174,9 @@ def export_dpo(
             :func:`~knowlyr.export.sft_parallel.jsonl_documents`'): not checked again.
 
     A pair whose trajectories are missing, belong to different tasks or have no valid steps
-    is left out and listed in ``rejected`` with the reason. A trajectory given twice is read
+    is left out and listed in ``rejected`` with the reason; when the pairs are built here, a
+    trajectory with no valid steps is left out (and listed) before pairing, so it does not use
+    up its task's pairs. A trajectory given twice is read
     once (the duplicates are counted in the card).
     """
     import pyarrow as pa
@@ -188,6 +190,7 @@ def export_dpo(
     spill = _StepSpill()
     sets = ToolSets(tools)
     duplicates: list[tuple[str, str]] = []
+    unpaired: list[tuple[str, str]] = []  # left out before pairing (pairs built here)
     for td, task, outcome in trajectory_fields(trajectories, validated):
         tid, steps = td["id"], td.get("steps") or []
         if tid in by_id:  # one trajectory twice: read once
@@ -197,6 +200,10 @@ def export_dpo(
             reward = float(rewards[tid])
         else:
             reward = reward_of(step_rewards_of(steps), outcome)
+        if pairs is None and _count_invalid(steps) == len(steps):
+            # nothing of it can be trained on: it would only use up its task's pairs
+            unpaired.append((tid, "a trajectory has no valid steps"))
+            continue
         entries.append((tid, task["task_id"], bool(outcome.get("success")), reward))
         kept: list[Any] | tuple[int, int] = steps
         if steps and type(steps[0]) is dict:
@@ -213,7 +220,7 @@ def export_dpo(
         by_id[tid] = (task["task_id"], task["instruction"], kept, prompt, key)
     if pairs is None:
         pairs = _pairs(entries, min_margin, max_pairs_per_task)
-    n_in, reward_by_id = len(entries), {tid: r for tid, _, _, r in entries}
+    n_in, reward_by_id = len(entries) + len(unpaired), {tid: r for tid, _, _, r in entries}
     del entries
     schemas = sets.schemas()
     prompts: list[list[bytes]] = []
@@ -222,7 +229,7 @@ def export_dpo(
     chosen: list[list[bytes]] = []
     rejected_msgs: list[list[bytes]] = []
     cols: dict[str, list[Any]] = {k: [] for k in ("task_id", "chosen_id", "rejected_id", "margin")}
-    rejected: list[tuple[str, str]] = []
+    rejected: list[tuple[str, str]] = list(unpaired)
     for i, p in enumerate(pairs):
         try:
             cid, rid = _get(p, "chosen_id"), _get(p, "rejected_id")

@@ -102,6 +102,25 @@ def test_dpo_pairs_need_the_same_task_and_known_trajectories():
         export_dpo([a_ok], pairs=[{"chosen": 1}])
 
 
+def test_dpo_pairing_skips_attempts_that_are_only_invalid_actions():
+    """An attempt whose every reply failed to parse trains nothing: it is left out before the
+    pairs are made, so the success pairs with an attempt that has a valid step."""
+    from knowlyr.trajectory import INVALID_ACTION_TOOL
+
+    ok = _traj("a")
+    bad = ToolCall(tool=INVALID_ACTION_TOOL, params={"raw": "{", "error": "no tool call"})
+    garbage = Trajectory(
+        task=ok.task,
+        steps=[Step(index=k, action=bad, observation=Observation(output="?")) for k in range(2)],
+        outcome=Outcome(success=False, score=0.0),
+    )
+    wrong = _traj("a", success=False, score=0.3, n=1)
+    res = export_dpo([ok, garbage, wrong])
+    assert res.dataset["rejected_id"] == [wrong.id]
+    assert res.rejected == [(garbage.id, "a trajectory has no valid steps")]
+    assert res.card.rejected == {"a trajectory has no valid steps": 1}
+
+
 def test_benchmark_keeps_heldout_tasks_and_reference_outcomes():
     from knowlyr.taskset import get_suite
 
