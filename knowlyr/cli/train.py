@@ -552,6 +552,12 @@ def train_sft_cmd(
         False, "--step-weighted", help="Weight turns by their step rewards."
     ),
     curriculum: bool = typer.Option(False, "--curriculum", help="Short / high-reward rows first."),
+    chat_template: str | None = typer.Option(
+        None,
+        "--chat-template",
+        help="Training chat template with {% generation %} markers (a .jinja file or a shipped "
+        "name such as chatml_training); default: the one found for the model's template.",
+    ),
     seed: int = _SEED,
 ) -> None:
     """Supervised fine-tuning (observation masking on; optional step weights and curriculum).
@@ -567,6 +573,7 @@ def train_sft_cmd(
         **_common("sft", model, output, epochs, lr, batch_size, lora_r, seed),
         step_weighted_loss=step_weighted,
         curriculum=curriculum,
+        chat_template=chat_template,
     )
     _chosen(config, model, lr)
     _report(_train(train_sft, ds, m, tok, config))
