@@ -437,6 +437,19 @@ def test_a_tool_call_written_as_text_is_parsed(fresh):
     assert tool["role"] == "tool" and tool["tool_call_id"] == "call_1_0"
 
 
+def test_calls_written_in_the_models_own_format_are_parsed(fresh):
+    # a server without a tool parser: Llama 3.1's bare JSON, SmolLM2's list, a fenced block
+    fresh.script(
+        ModelReply.say('{"name": "query_stats", "parameters": {"order_id": "D62H0"}}'),
+        ModelReply.say('<tool_call>[{"name": "query_stats", "arguments": {"order_id": "D62H0"}}]</tool_call>'),
+        ModelReply.say('Done:\n```json\n{"name": "respond", "arguments": {"text": "pending"}}\n```'),
+    )  # fmt: skip
+    [t] = _run(fresh, "openai", tasks=[TASK])
+    assert [s.tool for s in t.steps] == ["query_stats", "query_stats", "respond"]
+    assert t.steps[0].action.params == {"order_id": "D62H0"} and t.steps[2].thought == "Done:"
+    assert t.outcome.success is True
+
+
 def _checkpoint_folder(path, system_prompt):
     tools = [
         {"type": "function", "function": {"name": name, "parameters": {"type": "object",
