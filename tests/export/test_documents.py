@@ -172,13 +172,11 @@ def _dpo_reference(
     agent's own system prompt), each agent's tools."""
     by_id = {t.id: t for t in trajs}
     tools = dict(zip(by_id, reference_tools(list(by_id.values()), None), strict=True))
-    rows, skipped = [], 0  # pairs left out, then duplicates too
     distinct = list(by_id.values())  # a trajectory given twice is read once
-    for p in pairs_from_trajectories(distinct, rewards=rewards, min_margin=min_margin):
+    valid = [t for t in distinct if _valid(t)]  # one with no valid step is left out unpaired
+    rows, skipped = [], len(distinct) - len(valid)  # then duplicates too
+    for p in pairs_from_trajectories(valid, rewards=rewards, min_margin=min_margin):
         c, r = by_id[p["chosen_id"]], by_id[p["rejected_id"]]
-        if not _valid(c) or not _valid(r):
-            skipped += 1
-            continue
         prompt = c.metadata.get("system_prompt") or system_prompt
         head = 2 if prompt else 1
         cm = trajectory_messages(c, system_prompt=prompt)
