@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
-import time
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,31 +16,42 @@ def _complete(path: Path) -> bool:
     return (path / "config.json").is_file()
 
 
-def _build(tmp: Path, log: Path) -> None:
+# A separate interpreter per converter (not fork: a forked pytest worker inherits its threads
+# and exit handlers), each building the folder as a slow conversion would.
+_CONVERTER = """
+import json, os, sys, time
+from pathlib import Path
+from knowlyr.train.models import cached_folder
+
+target, log = Path(sys.argv[1]), Path(sys.argv[2])
+
+def build(tmp):
     with open(log, "a") as f:
-        f.write(f"{os.getpid()}\n")
+        f.write(f"{os.getpid()}\\n")
     (tmp / "weights.bin").write_bytes(b"w" * 100_000)
     time.sleep(0.3)  # a slow conversion: the others arrive while it runs
     (tmp / "config.json").write_text("{}")
 
-
-def _worker(target: str, log: str, results) -> None:
-    path = cached_folder(Path(target), lambda tmp: _build(tmp, Path(log)), is_complete=_complete)
-    results.put((str(path), sorted(p.name for p in path.iterdir())))
+path = cached_folder(target, build, is_complete=lambda p: (p / "config.json").is_file())
+print(json.dumps([str(path), sorted(p.name for p in path.iterdir())]))
+"""
 
 
 def test_processes_converting_at_once_build_once_and_see_a_complete_folder(tmp_path):
     target, log = tmp_path / "models" / "m", tmp_path / "builds.log"
-    ctx = mp.get_context("fork")
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(str(target), str(log), results)) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CONVERTER, str(target), str(log)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     for p in procs:
-        p.start()
-    got = [results.get(timeout=60) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    assert got == [(str(target), ["config.json", "weights.bin"])] * 4
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert json.loads(out) == [str(target), ["config.json", "weights.bin"]]
     assert len(log.read_text().split()) == 1  # one conversion, the others waited for it
     assert sorted(p.name for p in target.parent.iterdir()) == ["m", "m.lock"]  # no temp left
 
