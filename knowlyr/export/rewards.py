@@ -161,7 +161,12 @@ def store_rewards(
     if ids is not None:
         wanted = wanted.filter(pl.col("id").is_in(list(set(ids))))
     fix = f"run `knowlyr reward score --store {url}` (or the reward flow) to score them"
-    if config_hashes is not None:
+    if config_hashes is not None and not config_hashes:
+        fix = (
+            "no reward config was chosen: give the configs they are scored under "
+            f"(`knowlyr reward score --store {url}` prints them)"
+        )
+    elif config_hashes is not None:
         fix = f"score them under {', '.join(config_hashes)} (`knowlyr reward score --store {url}` with the same options)"
     if rv is None:
         if not wanted.height:

@@ -7,6 +7,7 @@ import pytest
 
 from flows.train import TrainFlowParams, train
 from knowlyr.agents import ExpertAgent
+from knowlyr.reward.store_io import score_unscored
 from knowlyr.rollout import collect
 from knowlyr.store import Store, TableRef
 from knowlyr.taskset import sample
@@ -28,7 +29,8 @@ def test_training_past_its_timeout_fails_timed_out_and_leaves_no_folder(store_ur
     ref = TableRef(
         store=store_url, table="trajectories", version=v, rows=store.count("trajectories")
     )
-    dataset = export_dataset.fn(ref, [], ExportParams())
+    scored = score_unscored(store)  # an export reads the store's rewards
+    dataset = export_dataset.fn(ref, [scored], ExportParams())
     assert dataset.rows == 8
 
     # far more epochs than 2 seconds allow on any machine
