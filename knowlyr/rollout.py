@@ -17,9 +17,7 @@ after the agent's retries) is recorded as one more step, an ``invalid_action`` w
 observation is the error, before the episode ends that way.
 
 Agents get the env's tool schemas (its ``tool_schemas()``) in the reset ``info["tools"]`` and
-the episode's seed in ``info["seed"]``; the trajectory keeps the same schemas as
-``metadata["tools"]`` (failed episodes too), so its export rows declare exactly the tools the
-agent had.
+the episode's seed in ``info["seed"]``.
 An agent that sets ``last_usage`` (a :class:`~knowlyr.trajectory.Usage`) in ``act`` has it
 stored as that step's ``usage``, and an action's ``call_id`` is kept on its ``ToolCall``.
 
@@ -173,8 +171,6 @@ def _failed(
     *,
     model_call_failed: bool = False,
 ) -> Trajectory:
-    reason = f"error: {type(e).__name__}: {e}"
-    metadata = {"error": reason, "traceback": traceback.format_exc()[-4000:]}
     task_info = getattr(env, "_task", None)
     if task_info is None or not getattr(env, "_open", False):
         task_info = _fallback_task(task, env)
@@ -183,7 +179,7 @@ def _failed(
         steps = list(getattr(env, "_steps", []))
         if model_call_failed:
             steps.append(_failed_call_step(len(steps), str(e)))
-        metadata = env._metadata(metadata)  # the tools the agent had
+    reason = f"error: {type(e).__name__}: {e}"
     env._open = False  # the recorder must not finish this episode later
     return Trajectory(
         task=task_info,
@@ -191,7 +187,7 @@ def _failed(
         steps=steps,
         outcome=Outcome(success=False, terminated=False, truncated=True, reason=reason[:500]),
         source=Source(format=env.source_format),
-        metadata=metadata,
+        metadata={"error": reason, "traceback": traceback.format_exc()[-4000:]},
     )
 
 

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import knowlyr
 from knowlyr.agents import Agent, ExpertAgent, NoisyExpert, RandomAgent
 from knowlyr.errors import ConfigError
-from knowlyr.export import export_sft
-from knowlyr.export.common import infer_tool_schemas
 from knowlyr.rollout import collect
 from knowlyr.taskset import sample
 from knowlyr.trajectory import Trajectory
@@ -73,27 +70,6 @@ def test_a_failing_episode_is_recorded_not_raised():
         assert t.outcome.success is False and t.outcome.reason.startswith("error: RuntimeError")
         assert len(t.steps) == 1 and "model server went away" in t.metadata["traceback"]
         assert t.task.task_id.startswith("conversation-")
-
-
-def test_a_rollout_records_the_envs_tools_and_its_sft_rows_declare_exactly_them():
-    envs = ("knowlyr/conversation", "knowlyr/advisory")  # one export, two envs, one agent
-    trajs = [t for e in envs for t in collect(e, ExpertAgent, 2, seed=0)]
-    trajs += collect("knowlyr/conversation", _Crashes, 1)  # a failed episode has them too
-    schemas = {e: knowlyr.make(e).unwrapped.tool_schemas() for e in envs}
-    for t in trajs:
-        assert t.metadata["tools"] == schemas[t.metadata["env_id"]]
-        assert t.metadata["tools"] is not schemas[t.metadata["env_id"]]  # a copy
-        # the id is the content hash, which leaves metadata out: recording tools keeps ids
-        assert t.model_copy(update={"metadata": {}}).rehash().id == t.id
-    rows = export_sft(trajs, only_success=False).dataset.to_list()
-    assert len(rows) == len(trajs)
-    for row, t in zip(rows, trajs, strict=True):
-        assert row["tools"] == schemas[t.metadata["env_id"]]
-        assert row["tools"] != infer_tool_schemas([t])
-        assert all(s["function"]["description"] for s in row["tools"])
-    kb = next(s for s in schemas["knowlyr/advisory"] if s["function"]["name"] == "knowledge_base")
-    assert kb["function"]["description"].startswith("Search the knowledge base")
-    assert kb["function"]["parameters"]["required"] == ["query"]
 
 
 def test_truncated_episodes_are_failed_and_scored():

@@ -5,13 +5,6 @@ to messages built by :mod:`knowlyr.agents.action_format`), decodes greedily one 
 and its text is parsed back into an env action by the same module. History resets every
 episode.
 
-**Tools.** The model is shown the tools of the env it acts in: the reset ``info["tools"]``
-(the env's ``tool_schemas()``, which :func:`~knowlyr.rollout.collect` passes and records on
-the trajectory, so they are the tools its training rows declared), else the tools saved with
-the checkpoint (:data:`MARKER_FILE`, taken from the training data's first row: right for a
-model trained on one env, not for a mix of envs). ``create_agent(tools=...)`` shows the given
-tools whatever the env says.
-
 Example:
     >>> from knowlyr.agents.inference import AgentInference
     >>> bridge = AgentInference.from_pretrained("runs/sft/final")  # doctest: +SKIP
@@ -89,8 +82,7 @@ class AgentInference:
     Args:
         model: a ``transformers`` causal LM.
         tokenizer: its tokenizer, with a chat template that renders ``tool_calls``.
-        tools: OpenAI function schemas shown to the model when the env gives none (the ones it
-            was trained with; the agents show the env's ``info["tools"]`` when it has them).
+        tools: OpenAI function schemas shown to the model (the ones it was trained with).
         system_prompt: default system prompt of the agents it creates.
         max_new_tokens: generation limit per turn.
         temperature: 0 decodes greedily; above 0 samples at this temperature (what collection
@@ -221,8 +213,7 @@ class AgentInference:
 
         Args:
             system_prompt: the system message (default: the one saved with the model).
-            tools: tool schemas shown to the model in every episode. Default: the env's,
-                from the reset ``info["tools"]``, else the ones saved with the model.
+            tools: tool schemas shown to the model (default: the ones saved with it).
             text_tool: tool that plain-text answers are sent to (see
                 :func:`~knowlyr.agents.action_format.parse_action_text`).
             name: the agent's name on trajectories.
@@ -236,7 +227,6 @@ class AgentInference:
             self,
             system_prompt=system_prompt if system_prompt is not None else self.system_prompt,
             tools=tools if tools is not None else self.tools,
-            env_tools=tools is None,
             text_tool=text_tool,
             name=name,
             seed=seed,
@@ -244,20 +234,7 @@ class AgentInference:
 
 
 class ModelAgent(Agent):
-    """An agent that asks an :class:`AgentInference` for each action; one history per episode.
-
-    Args:
-        inference: the model.
-        system_prompt: the system message (``None``: none).
-        tools: the tool schemas shown to the model when the env gives none in the reset info.
-        env_tools: show the env's tools (the reset ``info["tools"]``) when it gives them
-            (default); ``False`` shows ``tools`` in every episode.
-        text_tool: tool that plain-text answers are sent to.
-        name: the agent's name on trajectories.
-        seed: see :meth:`AgentInference.create_agent`.
-
-    ``episode_tools`` are the schemas shown in the current episode.
-    """
+    """An agent that asks an :class:`AgentInference` for each action; one history per episode."""
 
     def __init__(
         self,
@@ -265,7 +242,6 @@ class ModelAgent(Agent):
         *,
         system_prompt: str | None,
         tools: list[dict[str, Any]] | None,
-        env_tools: bool = True,
         text_tool: str | None = None,
         name: str = "local-model",
         seed: int = 0,
@@ -276,8 +252,6 @@ class ModelAgent(Agent):
         self._episode_seed = 0
         self.system_prompt = system_prompt
         self.tools = tools
-        self.env_tools = env_tools
-        self.episode_tools = tools
         self.text_tool = text_tool
         self.name = name
         self.model = (
@@ -297,12 +271,6 @@ class ModelAgent(Agent):
         self.last_text = ""
         self._last_tool = None
         self._last_error = None
-        given_tools = (info or {}).get("tools")
-        self.episode_tools = (
-            given_tools
-            if self.env_tools and isinstance(given_tools, list) and given_tools
-            else self.tools
-        )
         task = (info or {}).get("task") or {}
         self._instruction = (
             task.get("instruction")
@@ -326,9 +294,7 @@ class ModelAgent(Agent):
         turn_seed = (
             self.seed * 1_000_003 + self._episode_seed * 1_009 + len(self.messages)
         ) % 2**63
-        self.last_text = self.inference.generate(
-            self.messages, tools=self.episode_tools, seed=turn_seed
-        )
+        self.last_text = self.inference.generate(self.messages, tools=self.tools, seed=turn_seed)
         action = parse_action_text(self.last_text, text_tool=self.text_tool)
         self._last_error = None
         if action["tool"] == INVALID_ACTION_TOOL:
@@ -342,7 +308,7 @@ class ModelAgent(Agent):
     def _correction(self) -> str:
         names = [
             (t.get("function") or t).get("name")
-            for t in self.episode_tools or []
+            for t in self.tools or []
             if isinstance(t, dict) and isinstance(t.get("function") or t, dict)
         ]
         names = [n for n in names if n]

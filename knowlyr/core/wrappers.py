@@ -7,7 +7,6 @@ They compose in any order, e.g.::
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from collections.abc import Callable
@@ -293,12 +292,8 @@ class RecorderWrapper(EnvWrapper):
     The task comes from ``info["task"]`` of the reset timestep (or the ``task`` argument), the
     thought from an optional ``"thought"`` key in the action, the outcome from
     ``info["outcome"]`` of the last step, a step's ``metadata`` from its
-    ``info["step_metadata"]`` (e.g. the blob of a browser screenshot). The tools the agent had
-    are the trajectory's ``metadata["tools"]``: the reset ``info["tools"]``, else the env's
-    ``tool_schemas()`` (OpenAI function format, with the env's descriptions and parameter
-    types), so an export declares exactly those for the episode's rows; the id does not
-    depend on them (metadata is not hashed). ``self.trajectory`` is the last finished episode
-    and ``self.trajectories`` all of them.
+    ``info["step_metadata"]`` (e.g. the blob of a browser screenshot). ``self.trajectory`` is
+    the last finished episode and ``self.trajectories`` all of them.
 
     Example:
         >>> env = RecorderWrapper(make("docs/echo"), agent=AgentInfo(name="me"))  # doctest: +SKIP
@@ -313,8 +308,6 @@ class RecorderWrapper(EnvWrapper):
         self.trajectories: list[Trajectory] = []
         self._task: TaskInfo | None = None
         self._steps: list[Step] = []
-        #: the tool schemas of the episode being recorded (``None``: the env declares none)
-        self.tools: list[dict[str, Any]] | None = None
         self._last_t = 0.0
         self._open = False
 
@@ -327,7 +320,6 @@ class RecorderWrapper(EnvWrapper):
     ) -> TimeStep:
         ts = self.env.reset(task=task, seed=seed, options=options)
         self._task = _task_info(ts.info.get("task", task), ts.observation, self.env.domain)
-        self.tools = _episode_tools(self.env, ts.info)
         self._steps = []
         self._open = True
         self._last_t = time.perf_counter()
@@ -377,25 +369,10 @@ class RecorderWrapper(EnvWrapper):
                 steps=self._steps,
                 outcome=outcome,
                 source=Source(format=self.source_format),
-                metadata=self._metadata({k: v for k, v in raw.items() if k not in known}),
+                metadata={k: v for k, v in raw.items() if k not in known},
             )
         )
         self._open = False
-
-    def _metadata(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The metadata of the episode being recorded: its tools (a copy) and ``extra``."""
-        md = {"tools": copy.deepcopy(self.tools)} if self.tools else {}
-        md.update(extra or {})
-        return md
-
-
-def _episode_tools(env: AgentEnv, info: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The reset ``info["tools"]``, else the env's ``tool_schemas()``; ``None`` when empty."""
-    tools = info.get("tools")
-    if not isinstance(tools, list):
-        schemas = getattr(env.unwrapped, "tool_schemas", None)
-        tools = schemas() if callable(schemas) else None
-    return tools if isinstance(tools, list) and tools else None
 
 
 def _task_info(task: Any, observation: str, domain: str) -> TaskInfo:

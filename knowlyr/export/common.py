@@ -505,10 +505,7 @@ class ExportResult:
         """Write the dataset to the store: its rows once, then a manifest naming them.
 
         Each row goes to ``dataset_rows`` under the sha256 of its sorted-key JSON (a row
-        another export already wrote is not written again), stored as its JSON in the row's
-        own key order: a tool's parameters come back in the order its schema declares them,
-        which is the order a chat template renders and an env's agent is shown (sorted keys
-        would train a model on another prompt); one ``datasets`` row (``name``,
+        another export already wrote is not written again); one ``datasets`` row (``name``,
         ``kind``, ``split``, ``n_rows``, the ordered ``row_hashes`` and the
         ``trajectory_ids`` behind them) is the dataset. ``store`` is a
         :class:`knowlyr.store.Store`; returns the ``datasets`` manifest (that table version is
@@ -520,8 +517,8 @@ class ExportResult:
         trajectory_ids: set[str] = set()
         out: dict[str, dict[str, Any]] = {}
         for row in self.dataset.to_list():
-            data = orjson.dumps(row)
-            digest = hashlib.sha256(orjson.dumps(row, option=orjson.OPT_SORT_KEYS)).hexdigest()
+            data = orjson.dumps(row, option=orjson.OPT_SORT_KEYS)
+            digest = hashlib.sha256(data).hexdigest()
             hashes.append(digest)
             ids = [row.get(k) for k in ("trajectory_id", "chosen_id", "rejected_id")]
             trajectory_ids.update(i for i in ids if i)

@@ -94,52 +94,6 @@ def test_agent_history_resets_every_episode_and_uses_the_saved_prompt(tmp_path):
     assert agent.messages[1]["content"] == "Where is order BBBBB?"
 
 
-def _fn(name, description):
-    params = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
-    return {
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": params},
-    }
-
-
-def test_agent_shows_the_envs_tools_from_its_reset_info_else_the_saved_ones(monkeypatch):
-    import knowlyr
-    from knowlyr.rollout import collect
-    from knowlyr.train.models import build_tiny_model
-
-    env_tools = knowlyr.make("knowlyr/conversation").unwrapped.tool_schemas()
-    saved, given = [_fn("saved_lookup", "Saved.")], [_fn("given_lookup", "Given.")]
-    model, tok = build_tiny_model(["What is the status of order K1Z9Q? query_stats"], seed=0)
-    bridge = AgentInference(model, tok, tools=saved, max_new_tokens=4)
-    shown = []  # (tools passed to the chat template, the prompt it renders)
-    render = tok.apply_chat_template
-
-    def spy(messages, **kw):
-        text = render(messages, tools=kw.get("tools"), tokenize=False, add_generation_prompt=True)
-        shown.append((kw.get("tools"), text))
-        return render(messages, **kw)
-
-    monkeypatch.setattr(tok, "apply_chat_template", spy)
-    try:
-        # in an env (collect passes the env's tool schemas in the reset info): the env's
-        collect("knowlyr/conversation", bridge.create_agent(), 1, max_steps=1)
-        tools, prompt = shown[-1]
-        assert tools == env_tools  # the real schemas, descriptions and types included
-        assert "query_stats(" in prompt and "respond(" in prompt and "saved_lookup" not in prompt
-        # no tools in the reset info: the ones saved with the model
-        agent = bridge.create_agent()
-        agent.reset({"task": {"instruction": "What is the status of order K1Z9Q?"}})
-        agent.act("What is the status of order K1Z9Q?", {})
-        assert shown[-1][0] == saved and "saved_lookup(q)" in shown[-1][1]
-        # tools given to create_agent win over the env's
-        agent = bridge.create_agent(tools=given)
-        agent.reset({"task": {"instruction": "Where is K1Z9Q?"}, "tools": env_tools})
-        agent.act("Where is K1Z9Q?", {})
-        assert shown[-1][0] == given and "query_stats" not in shown[-1][1]
-    finally:
-        bridge.close()
-
-
 def _texts(agent, episodes=3):
     out = []
     for _ in range(episodes):
