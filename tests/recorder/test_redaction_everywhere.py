@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from knowlyr.cli import app
 from knowlyr.recorder import Converted, RedactionPolicy, Rejected, iter_records, redact_text
 from knowlyr.recorder import files as files_mod
-from knowlyr.recorder import redact as redact_mod
+from knowlyr.recorder import redaction_key as redact_mod
+from knowlyr.recorder.redact import PLACEHOLDER_RE
 from knowlyr.store import Store
 from knowlyr.store.ingest import ingest
 from tests.recorder.redaction_corpus import load_corpus
@@ -187,7 +188,7 @@ def test_a_store_keys_its_placeholders_and_still_deduplicates(tmp_path: Path) ->
 
     def placeholders(s: Store) -> set[str]:
         text = orjson.dumps(s.read("trajectories").rows(), default=str).decode()
-        return set(redact_mod.PLACEHOLDER_RE.findall(text))
+        return set(PLACEHOLDER_RE.findall(text))
 
     assert placeholders(a) and placeholders(a).isdisjoint(placeholders(b))
     key_file = tmp_path / "a" / "redaction.key"
