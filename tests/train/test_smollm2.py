@@ -13,6 +13,8 @@ import math
 
 import pytest
 
+from tests.train.test_chat_templates import TOOLS as CHAT_TOOLS
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
@@ -22,20 +24,7 @@ pytestmark = [
     ),
 ]
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "query_order",
-            "description": "Look an order up.",
-            "parameters": {
-                "type": "object",
-                "properties": {"order_id": {"type": "string"}},
-                "required": ["order_id"],
-            },
-        },
-    }
-]
+TOOLS = CHAT_TOOLS[:1]  # query_order
 
 
 def _row(oid: str, status: str) -> dict:
