@@ -286,6 +286,38 @@ def export_sft_cmd(
     )
 
 
+def _export_with_rewards(
+    export: Any,
+    inputs: list[Path] | None,
+    store: str | None,
+    rewards: Path | None,
+    reward_config: list[str] | None,
+    rewards_version: int | None,
+    system_prompt: str | None,
+    **kwargs: Any,
+) -> Any:
+    """``export`` (export_dpo / export_grpo) of the files or the store, with the rewards the
+    options choose and the agents' own system prompts unless one is given."""
+    from knowlyr.export import DEFAULT_SYSTEM_PROMPT
+
+    inputs = inputs or []
+    _check_reward_options(inputs, store, rewards, reward_config, rewards_version)
+
+    def run():
+        source = _reward_source(inputs, store, rewards, reward_config, rewards_version)
+        return export(
+            source.documents(_documents(inputs, store)),
+            validated=True,
+            system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
+            keep_agent_prompt=system_prompt is None,
+            rewards=source.totals,
+            reward_source=source.info,
+            **kwargs,
+        )
+
+    return _run_export(inputs, run)
+
+
 @export_app.command("dpo")
 def export_dpo_cmd(
     inputs: list[Path] = _INPUT,
@@ -303,25 +335,18 @@ def export_dpo_cmd(
 
     Pairs and margins come from the store's rewards for --store trajectories, and from
     --rewards (else the rule layer, computed now) for files; the card says which."""
-    from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_dpo
+    from knowlyr.export import export_dpo
 
-    inputs = inputs or []
-    _check_reward_options(inputs, store, rewards, reward_config, rewards_version)
-    prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
-
-    def run():
-        source = _reward_source(inputs, store, rewards, reward_config, rewards_version)
-        return export_dpo(
-            source.documents(_documents(inputs, store)),
-            validated=True,
-            system_prompt=prompt,
-            keep_agent_prompt=system_prompt is None,
-            min_margin=min_margin,
-            rewards=source.totals,
-            reward_source=source.info,
-        )
-
-    result = _run_export(inputs, run)
+    result = _export_with_rewards(
+        export_dpo,
+        inputs,
+        store,
+        rewards,
+        reward_config,
+        rewards_version,
+        system_prompt,
+        min_margin=min_margin,
+    )
     _finish(
         result,
         output,
@@ -352,25 +377,18 @@ def export_grpo_cmd(
 
     Rewards come from the store's rewards for --store trajectories, and from --rewards
     (else the rule layer, computed now) for files; the card says which."""
-    from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_grpo
+    from knowlyr.export import export_grpo
 
-    inputs = inputs or []
-    _check_reward_options(inputs, store, rewards, reward_config, rewards_version)
-    prompt = system_prompt or DEFAULT_SYSTEM_PROMPT
-
-    def run():
-        source = _reward_source(inputs, store, rewards, reward_config, rewards_version)
-        return export_grpo(
-            source.documents(_documents(inputs, store)),
-            validated=True,
-            system_prompt=prompt,
-            keep_agent_prompt=system_prompt is None,
-            min_group_size=min_group_size,
-            rewards=source.totals,
-            reward_source=source.info,
-        )
-
-    result = _run_export(inputs, run)
+    result = _export_with_rewards(
+        export_grpo,
+        inputs,
+        store,
+        rewards,
+        reward_config,
+        rewards_version,
+        system_prompt,
+        min_group_size=min_group_size,
+    )
     _finish(
         result,
         output,
