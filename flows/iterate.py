@@ -4,9 +4,9 @@ The loop learns from its own rollouts:
 
 - **The first night** (no promoted checkpoint in the store) is the warm-up: a few expert
   demonstrations (:class:`WarmupParams`, e.g. 50) train a policy from scratch by SFT. It is
-  evaluated against the untrained model and, when it is right more often, promoted: the
-  first champion (no significance needed: it displaces nothing, and a policy that is right
-  a little is what the loop starts from).
+  evaluated against the untrained model and promoted only when it is right significantly
+  more often (the same test as every later night's): the first champion. A warm-up that
+  fails the test is not promoted, and the next night warms up again.
 - **Every later night** collects with the champion (the last promoted checkpoint), sampling
   ``attempts`` episodes per task at ``temperature``; the reward model scores them; training
   starts from the champion with :attr:`TrainParams.method`: ``sft`` on the reward-filtered

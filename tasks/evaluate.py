@@ -213,8 +213,8 @@ def promote_checkpoint(
     min_improvement: float = 0.0,
     first_champion: bool = False,
 ) -> Decision:
-    """Promote the candidate only on a significant improvement (any improvement for the
-    ``first_champion``: the warm-up policy against the untrained model); record the decision."""
+    """Promote the candidate only on a significant improvement (the ``first_champion``, the
+    warm-up policy against the untrained model, too); record the decision."""
     evaluations = comparison.evaluations
     d = record_promotion(
         Store.open(store_url),
