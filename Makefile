@@ -14,7 +14,7 @@ export TOKENIZERS_PARALLELISM := false
 # knowlyr's loggers (training progress) go to the Prefect run log, not raw to the terminal
 export PREFECT_LOGGING_EXTRA_LOGGERS := knowlyr
 
-.PHONY: install sysdeps run test lint format bench clean server deploy worker notify
+.PHONY: install sysdeps run test test-all lint format bench clean server deploy worker notify
 
 # torch is pinned to the local CPU wheel and installed in the same pip command as everything
 # that depends on it (any other version pulls gigabytes of CUDA builds). The `smollm2` extra
@@ -41,9 +41,17 @@ run: install sysdeps
 # Two workers (one per core here), a test file per worker at a time: module fixtures and the
 # session's Prefect harness are per worker; the slowest files go first (tests/conftest.py), in
 # the order given (--no-loadscope-reorder). TEST_WORKERS=0 runs in one process.
+# `make test` leaves out the tests marked slow (the learning tests: SFT and GRPO from scratch
+# beating the untrained model, the two-night loop, the deployment on a real server and worker,
+# TRL's own command line), which alone take longer than the rest here; `make test-all` runs
+# every test and is what CI runs (.ci/run).
 TEST_WORKERS ?= 2
+PYTEST = $(PY) -m pytest -q -rs -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 test: install sysdeps
-	$(PY) -m pytest -q -rs -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+test-all: install sysdeps
+	$(PYTEST) $(PYTEST_ARGS)
 
 lint:
 	$(VENV)/bin/ruff check .

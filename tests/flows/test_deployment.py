@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from uuid import UUID
 
+import pytest
+
 from deployments.server import REPO_ROOT, local_server, prefect_bin
 from flows.iterate import IterateParams
 from tasks.train import TrainParams
@@ -113,6 +115,7 @@ def _webhook() -> Iterator[tuple[str, list[dict]]]:
         server.shutdown()
 
 
+@pytest.mark.slow
 def test_deployments_on_a_process_worker(tmp_path, monkeypatch):
     from prefect.client.orchestration import SyncPrefectClient
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId

@@ -116,6 +116,7 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
     assert store.count("promotions") == 2
 
 
+@pytest.mark.slow
 def test_two_nights_the_second_collects_with_the_champion_and_trains_on_from_it(store_url):
     from flows.collect import CollectParams, TaskSource
     from knowlyr.train.promotion import PromotionDecision, record_promotion

