@@ -11,7 +11,9 @@ from knowlyr.view.links import added_ids, highlights_markdown
 from tasks._artifacts import (
     markdown_image,
     publish_markdown,
+    short_path,
     svg_bars,
+    svg_curves,
     svg_histogram,
     svg_line,
 )
@@ -88,6 +90,10 @@ def iteration_report(
             xlabel="iteration (UTC)",
             ylabel="success rate",
         )
+    if candidate is not None and candidate.curve:
+        plots["loss.svg"] = svg_curves(
+            candidate.curve, title="Training loss by step", xlabel="optimizer step", ylabel="loss"
+        )
     t = collected.trajectories
     versions = [
         (
@@ -108,7 +114,7 @@ def iteration_report(
         versions += [
             (
                 "checkpoint",
-                f"blob `{candidate.blob[:16]}…` at `{_short_path(candidate.path, store_url)}`",
+                f"blob `{candidate.blob[:16]}…` at `{short_path(candidate.path, store_url)}`",
             ),
             (
                 "evaluations",
@@ -157,14 +163,8 @@ def iteration_report(
             ),
             "## Store versions",
             _table(versions, ("table", "version")),
-            *(
-                [
-                    f"Training: {candidate.seconds:.0f} s, final loss "
-                    f"{candidate.metrics.get('train_loss', float('nan')):.3f}."
-                ]
-                if candidate is not None
-                else ["No training tonight."]
-            ),
+            *(_training_section(candidate, plots) if candidate is not None else []),
+            *([] if candidate is not None else ["No training tonight."]),
         ]
     )
     publish_markdown("iteration-report", md, f"Iteration report (seed {seed})")
@@ -174,6 +174,24 @@ def iteration_report(
         (folder / name).write_text(svg, encoding="utf-8")
     (folder / "report.md").write_text(md, encoding="utf-8")
     return str(folder)
+
+
+def _training_section(candidate: Any, plots: dict[str, str]) -> list[str]:
+    """The training time and losses by their right names: TRL's ``train_loss`` is the mean
+    over the run, not the loss the model ended with."""
+    m = candidate.metrics
+    losses = [
+        ("last logged step", m.get("last_loss")),
+        ("mean over the run (TRL's train_loss)", m.get("train_loss")),
+        ("held-back rows (eval_loss)", m.get("eval_loss")),
+    ]
+    rows = [(what, f"{v:.4g}") for what, v in losses if v is not None]
+    return [
+        "## Training",
+        f"{candidate.seconds:.0f} s.",
+        *([_table(rows, ("loss", "value"))] if rows else []),
+        *([markdown_image(plots["loss.svg"], "loss by step")] if "loss.svg" in plots else []),
+    ]
 
 
 def _headline(decision: Any, outcome: str) -> str:
@@ -190,9 +208,15 @@ def _evaluation_section(evaluation: Any, plots: dict[str, str]) -> list[str]:
         evaluation_table(evaluation.leaderboard),
         f"Candidate vs `{evaluation.baseline}`: success {c['success_diff']:+.1%}, "
         f"Fisher p (Bonferroni) = {_p(c['fisher_p_adj'])}, reward diff {c['reward_diff']:+.3f} "
-        f"(95% CI {c['reward_diff_ci']}), alpha = {evaluation.alpha}.",
+        f"(95% CI {_interval(c['reward_diff_ci'])}), alpha = {evaluation.alpha}.",
         markdown_image(plots["success.svg"], "held-out success"),
     ]
+
+
+def _interval(ci: Any) -> str:
+    """A confidence interval as ``[low, high]`` at 3 decimals (not 17)."""
+    low, high = ci
+    return f"[{low:+.3f}, {high:+.3f}]"
 
 
 def evaluation_table(board: list[dict[str, Any]]) -> str:
@@ -207,17 +231,6 @@ def evaluation_table(board: list[dict[str, Any]]) -> str:
             f"({r['success_ci_low']:.1%}–{r['success_ci_high']:.1%}) | {r['mean_reward']:.3f} |"
         )
     return "\n".join(lines)
-
-
-def _short_path(path: str, store_url: str) -> str:
-    """``path`` relative to a local store's root (``checkpoints/...``), else as it is."""
-    store = Store.open(store_url)
-    if store.local:
-        try:
-            return str(Path(path).resolve().relative_to(Path(store.root).resolve()))
-        except ValueError:
-            pass
-    return path
 
 
 def _report_dir(store_url: str, run_id: str) -> Path:

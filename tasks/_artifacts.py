@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from html import escape
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -41,7 +42,9 @@ __all__ = [
     "readable",
     "republish_cached",
     "reward_stats",
+    "short_path",
     "svg_bars",
+    "svg_curves",
     "svg_histogram",
     "svg_line",
 ]
@@ -311,8 +314,13 @@ def svg_histogram(
     if not xs:
         return _frame(title, f'<text x="{_W / 2}" y="{_H / 2}" text-anchor="middle">no data</text>')
     lo, hi = min(xs), max(xs)
-    if hi == lo:
-        lo, hi = lo - 0.5, hi + 0.5
+    if hi == lo:  # one bar says nothing a sentence would not
+        return _frame(
+            title,
+            f'<text x="{_W / 2}" y="{_H / 2}" text-anchor="middle">all {len(xs)} values '
+            f"are {_fmt(lo)}: nothing to tell apart</text>",
+            xlabel=xlabel,
+        )
     counts = [0] * bins
     for x in xs:
         counts[min(bins - 1, int((x - lo) / (hi - lo) * bins))] += 1
@@ -363,6 +371,70 @@ def svg_line(
                 f"{escape(_short(x))}</text>"
             )
     return _frame(title, "".join(parts), top=top, xlabel=xlabel, ylabel=ylabel)
+
+
+_CURVE_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756")
+
+
+def svg_curves(
+    curves: dict[str, Sequence[tuple[float, float]]],
+    *,
+    title: str,
+    xlabel: str = "",
+    ylabel: str = "",
+) -> str:
+    """Lines over a numeric x axis with a legend (e.g. train and eval loss by step). Each
+    curve is its ``(x, y)`` points; a curve with one point is drawn as a dot."""
+    curves = {name: [(float(x), float(y)) for x, y in pts] for name, pts in curves.items() if pts}
+    if not curves:
+        return _frame(title, f'<text x="{_W / 2}" y="{_H / 2}" text-anchor="middle">no data</text>')
+    xs = [x for pts in curves.values() for x, _ in pts]
+    ys = [y for pts in curves.values() for _, y in pts]
+    x0, x1 = min(xs), max(xs)
+    top = max(1e-9, *ys)
+    plot_w, plot_h = _W - _PAD - 20, _H - _PAD - 30
+    span = (x1 - x0) or 1.0
+
+    def at(x: float, y: float) -> tuple[float, float]:
+        return _PAD + 10 + plot_w * (x - x0) / span, _H - _PAD - plot_h * y / top
+
+    parts = []
+    for i, (name, pts) in enumerate(curves.items()):
+        color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
+        dots = [at(x, y) for x, y in pts]
+        if len(dots) > 1:
+            line = " ".join(f"{px:.1f},{py:.1f}" for px, py in dots)
+            parts.append(
+                f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="2"/>'
+            )
+        if len(dots) <= 30:
+            parts += [
+                f'<circle cx="{px:.1f}" cy="{py:.1f}" r="2.5" fill="{color}"/>' for px, py in dots
+            ]
+        last_y = pts[-1][1]
+        legend_y = 34 + 14 * i
+        parts.append(
+            f'<rect x="{_W - 150}" y="{legend_y - 8}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{_W - 136}" y="{legend_y + 1}">{escape(_short(name))} {_fmt(last_y)}</text>'
+        )
+    parts.append(
+        f'<text x="{_PAD + 10}" y="{_H - _PAD + 14}" text-anchor="middle">{_fmt(x0)}</text>'
+    )
+    parts.append(f'<text x="{_W - 10}" y="{_H - _PAD + 14}" text-anchor="end">{_fmt(x1)}</text>')
+    return _frame(title, "".join(parts), top=top, xlabel=xlabel, ylabel=ylabel)
+
+
+def short_path(path: str, store_url: str) -> str:
+    """``path`` relative to a local store's root (``checkpoints/...``), else as it is."""
+    from knowlyr.store import Store
+
+    store = Store.open(store_url)
+    if store.local:
+        try:
+            return str(Path(path).resolve().relative_to(Path(store.root).resolve()))
+        except ValueError:
+            pass
+    return path
 
 
 def markdown_image(svg: str, alt: str) -> str:

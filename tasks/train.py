@@ -21,7 +21,15 @@ from knowlyr.train.checkpoints import (
     unpack_checkpoint,
 )
 from knowlyr.train.selection import VALIDATION_METRIC, select_best, validation_split
-from tasks._artifacts import artifact_key, in_run, publish_table, republish_cached
+from tasks._artifacts import (
+    artifact_key,
+    in_run,
+    markdown_image,
+    publish_table,
+    republish_cached,
+    short_path,
+    svg_curves,
+)
 from tasks._cache import STAGE_CACHE
 from tasks.export import DatasetRef, load_dataset
 
@@ -117,6 +125,9 @@ class Checkpoint(BaseModel):
     trained: bool = False
     metrics: dict[str, float] = Field(default_factory=dict)
     seconds: float = 0.0
+    curve: dict[str, list[tuple[float, float]]] = Field(
+        default_factory=dict, description="logged train / eval loss by step"
+    )
 
 
 def checkpoint_path(ckpt: Checkpoint) -> str:
@@ -150,9 +161,17 @@ def build_policy(
     )
 
 
+#: How often a run's loss curve artifact is redrawn at most (and once more at the end).
+CURVE_UPDATES = 20
+
+
 def _progress_callback(key: str, what: str) -> Any:
     from prefect import get_run_logger
-    from prefect.artifacts import create_progress_artifact, update_progress_artifact
+    from prefect.artifacts import (
+        create_markdown_artifact,
+        create_progress_artifact,
+        update_progress_artifact,
+    )
     from transformers import TrainerCallback
 
     log = get_run_logger()
@@ -160,12 +179,38 @@ def _progress_callback(key: str, what: str) -> Any:
     # LOGGERS=knowlyr, as make and prefect.yaml set it) the callback need not repeat them
     forwarded = _forwarded("knowlyr.train")
 
+    curve_key = key.replace("train-progress", "train-loss", 1)
+
     class PrefectProgress(TrainerCallback):
         """Reports training progress and each logged loss / eval metric to the run's log and
-        a Prefect progress artifact (its description carries the latest numbers)."""
+        a Prefect progress artifact (its description carries the latest numbers), and draws
+        the train and eval loss so far as a ``train-loss`` markdown artifact, redrawn (a new
+        version of the key) at most :data:`CURVE_UPDATES` times a run and at its end."""
 
         artifact_id = None
         latest = ""
+        drawn_at = -1.0
+
+        def __init__(self) -> None:
+            self.curve: dict[str, list[tuple[float, float]]] = {"train loss": [], "eval loss": []}
+
+        def draw(self, state: Any, final: bool = False) -> None:
+            done = state.global_step / state.max_steps if state.max_steps else 1.0
+            if not final and done - self.drawn_at < 1.0 / CURVE_UPDATES:
+                return
+            self.drawn_at = done
+            svg = svg_curves(
+                self.curve,
+                title=f"{what}: loss by step",
+                xlabel="optimizer step",
+                ylabel="loss",
+            )
+            create_markdown_artifact(
+                f"{markdown_image(svg, 'loss by step')}\n\n"
+                f"Step {state.global_step}/{state.max_steps}: {self.latest}",
+                key=curve_key,
+                description=f"{what}: train and eval loss by step",
+            )
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.artifact_id = create_progress_artifact(
@@ -174,6 +219,9 @@ def _progress_callback(key: str, what: str) -> Any:
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             numbers = {k: v for k, v in (logs or {}).items() if isinstance(v, int | float)}
+            for name, k in (("train loss", "loss"), ("eval loss", "eval_loss")):
+                if k in numbers:
+                    self.curve[name].append((float(state.global_step), float(numbers[k])))
             shown = [
                 k for k in ("loss", "eval_loss", "train_loss", "learning_rate") if k in numbers
             ]
@@ -188,7 +236,11 @@ def _progress_callback(key: str, what: str) -> Any:
                     description=f"{what}: {step}, {self.latest}",
                 )
 
+            if any(k in numbers for k in ("loss", "eval_loss")):
+                self.draw(state)
+
         def on_train_end(self, args, state, control, **kwargs):
+            self.draw(state, final=True)
             if self.artifact_id is not None:
                 update_progress_artifact(
                     self.artifact_id, 100.0, description=f"{what}: done, {self.latest}"
@@ -283,6 +335,7 @@ def train_policy(dataset: DatasetRef, init: Checkpoint, params: TrainParams) -> 
         trained=True,
         metrics=out.metrics,
         seconds=out.seconds,
+        curve=out.curve,
     )
 
 
@@ -300,12 +353,12 @@ def select_checkpoint(candidates: list[Checkpoint], metric: str = VALIDATION_MET
         [
             {
                 "restart": i,
-                "candidate": c.name,
-                "path": c.path,
-                metric: c.metrics.get(metric),
-                "train_loss": c.metrics.get("train_loss"),
-                "seconds": round(c.seconds, 1),
                 "kept": i == best,
+                metric: c.metrics.get(metric),
+                "last step loss": c.metrics.get("last_loss"),
+                "mean train loss": c.metrics.get("train_loss"),
+                "seconds": round(c.seconds, 1),
+                "checkpoint": short_path(c.path, c.store),
             }
             for i, c in enumerate(candidates)
         ],

@@ -42,8 +42,12 @@ class StoredCheckpoint:
         name: a short name (``init-tiny-2x64``, ``init-<base folder>``).
         path: the folder.
         blob: the archive's digest in the store's blobs.
-        metrics: numeric final training metrics (trained checkpoints).
+        metrics: numeric final training metrics (trained checkpoints): TRL's
+            ``train_loss`` is the mean loss over the whole run; ``last_loss`` is the loss of
+            the last logged step; ``eval_loss`` the final model's on held-back rows.
         seconds: training wall time (trained checkpoints).
+        curve: the logged losses by step, ``{"train loss": [(step, loss), ...],
+            "eval loss": [...]}``, at most :data:`CURVE_POINTS` points each.
     """
 
     name: str
@@ -51,6 +55,34 @@ class StoredCheckpoint:
     blob: str
     metrics: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    curve: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+
+#: The most points a stored loss curve keeps per series (evenly spaced, the last one kept).
+CURVE_POINTS = 200
+
+
+def loss_curve(log_history: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """Train and eval loss by step from a trainer's ``log_history`` (at most
+    :data:`CURVE_POINTS` points each, the last point always kept).
+
+    Example:
+        >>> loss_curve([{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.0, "eval_loss": 1.5}])
+        {'train loss': [(1.0, 2.0), (2.0, 1.0)], 'eval loss': [(2.0, 1.5)]}
+    """
+    out: dict[str, list[tuple[float, float]]] = {}
+    for name, key in (("train loss", "loss"), ("eval loss", "eval_loss")):
+        pts = [
+            (float(h["step"]), float(h[key]))
+            for h in log_history
+            if isinstance(h.get(key), int | float) and "step" in h
+        ]
+        if len(pts) > CURVE_POINTS:
+            keep = {round(i * (len(pts) - 1) / (CURVE_POINTS - 1)) for i in range(CURVE_POINTS)}
+            pts = [p for i, p in enumerate(pts) if i in keep]
+        if pts:
+            out[name] = pts
+    return out
 
 
 def checkpoint_root(store: Store) -> Path:
@@ -155,9 +187,20 @@ def _stored(store: Store, result: Any) -> StoredCheckpoint:
         name=Path(result.path).name,
         path=Path(result.path),
         blob=archive_checkpoint(store, result.path),
-        metrics={k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)},
+        metrics=_final_metrics(result),
         seconds=result.seconds,
+        curve=loss_curve(result.log_history),
     )
+
+
+def _final_metrics(result: Any) -> dict[str, float]:
+    """The result's numeric metrics plus ``last_loss``, the last logged step's loss (TRL's
+    ``train_loss`` is the mean over the run, far above it when the loss fell)."""
+    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
+    steps = [h["loss"] for h in result.log_history if isinstance(h.get("loss"), int | float)]
+    if steps:
+        metrics["last_loss"] = float(steps[-1])
+    return metrics
 
 
 def train_sft_checkpoint(

@@ -14,6 +14,7 @@ from tasks._artifacts import (
     markdown_image,
     reward_stats,
     svg_bars,
+    svg_curves,
     svg_histogram,
     svg_line,
 )
@@ -107,6 +108,8 @@ def test_reward_stats():
         svg_line([1, 2, 3], [0.1, 0.5, 0.9], title="success", ymax=1.0),
         svg_line(["a"], [0.3], title="one point"),
         svg_bars(["before", "after"], [0.0, 0.95], title="held-out success"),
+        svg_curves({"train loss": [(1, 2.0), (5, 0.5)], "eval loss": [(5, 0.7)]}, title="loss"),
+        svg_curves({"train loss": []}, title="nothing logged"),
     ],
 )
 def test_plots_are_well_formed_svg_that_embeds_in_markdown(svg):
@@ -124,3 +127,18 @@ def test_restart_selection_without_a_validation_split_is_refused_with_the_fix():
         TrainParams(validation_fraction=0)
     with pytest.raises(pydantic.ValidationError, match="restarts=1 and target_eval_loss=null"):
         TrainParams(restarts=1, validation_fraction=0)
+
+
+def test_a_histogram_of_tied_values_says_so_instead_of_one_bar():
+    svg = svg_histogram([1.0] * 50, title="rewards")
+    assert "all 50 values are 1: nothing to tell apart" in svg
+    assert 'fill="#f58518"' not in svg  # no bar
+    assert 'fill="#f58518"' in svg_histogram([0.0, 1.0], title="rewards")
+
+
+def test_loss_curves_have_a_legend_with_each_last_value():
+    svg = svg_curves(
+        {"train loss": [(1, 2.0), (2, 1.0), (3, 0.25)], "eval loss": [(3, 0.5)]}, title="loss"
+    )
+    assert "train loss 0.25" in svg and "eval loss 0.5" in svg
+    assert svg.count("<polyline") == 1  # the one-point eval curve is a dot

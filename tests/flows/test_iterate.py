@@ -5,6 +5,7 @@ attempts per task), trains on from it on its own rollouts only, and is judged ag
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,14 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
         and f"trajectories@{report.collect.trajectories.version}" in report_md
     )
     assert Path(report.report_dir, "rewards.svg").is_file()
+    # the losses by their names, the curve drawn; the restarts' table leads with the choice
+    assert "## Training" in report_md and "last logged step" in report_md
+    assert "mean over the run (TRL's train_loss)" in report_md and "final loss" not in report_md
+    assert Path(report.report_dir, "loss.svg").is_file() and report.candidate.curve["train loss"]
+    assert {"train-loss-sft-s0", "train-loss-sft-s1"} <= keys
+    [table] = [a for a in artifacts(state.state_details.flow_run_id) if a.key == "train-candidates"]
+    header = list(json.loads(table.data)[0])
+    assert header[:3] == ["restart", "kept", "eval_loss"] and header[-1] == "checkpoint"
 
     # Unchanged inputs: every stage is a cache hit and returns the same manifests.
     again, states2, state2 = _run(params)
