@@ -210,9 +210,17 @@ def highlights_markdown(
         return f"{head}\n\nNo new trajectory in this batch."
     if h.best is None:
         return f"{head}\n\nNo trajectory of this batch has a reward yet."
-    lines = [head, "", f"- best: {_describe(h.best, base)}"]
-    if h.worst is not None:
-        lines.append(f"- worst: {_describe(h.worst, base)}")
+    lines = [head, ""]
+    if h.worst is not None and h.worst["reward"] == h.best["reward"]:
+        # a best and a worst that tie would point at two pages as if they differed
+        lines.append(
+            f"- best and worst: every scored trajectory of the batch ({h.scored}) has reward "
+            f"{h.best['reward']:.3f}; one of them: {_describe(h.best, base)}"
+        )
+    else:
+        lines.append(f"- best: {_describe(h.best, base)}")
+        if h.worst is not None:
+            lines.append(f"- worst: {_describe(h.worst, base)}")
     if h.changed is None:
         lines.append(
             f"- most changed: none, no two trajectories of one task differ in reward "

@@ -75,3 +75,18 @@ def test_markdown_without_rewards_and_added_ids(demo):
     v0 = demo.store.read("trajectories", version=0, columns=["id"])["id"].to_list()
     assert sorted(added_ids(demo.store, 1)) == sorted(set(v1) - set(v0))
     assert sorted(added_ids(demo.store, 0)) == sorted(v0) and added_ids(demo.store, -1) == []
+
+
+def test_a_best_and_a_worst_that_tie_are_one_line_that_says_so(demo, monkeypatch):
+    import knowlyr.view.links as links
+
+    real = highlights(demo.store, [demo.fixed.id, demo.rewrite.id])
+    tied = dict(real.worst, reward=real.best["reward"])
+    monkeypatch.setattr(
+        links,
+        "highlights",
+        lambda store, ids: links.Highlights(scored=2, best=real.best, worst=tied),
+    )
+    md = highlights_markdown(demo.store, [demo.fixed.id, demo.rewrite.id])
+    assert "- best and worst: every scored trajectory of the batch (2) has reward" in md
+    assert "- best:" not in md and "- worst:" not in md
