@@ -139,6 +139,13 @@ def ingest(
             f"skipped {res.n_skipped} files of no log format (a walk reads .json, .jsonl, "
             f".ndjson, .traj and their .gz, in any case; name a file to read it anyway): {names}"
         )
+    if res.n_nulled:
+        files = ", ".join(f"{p} ({n})" for p, n in list(res.nulled.items())[:5])
+        more = ", ..." if len(res.nulled) > 5 else ""
+        typer.echo(
+            f"{res.n_nulled} NaN/Infinity values stored as null (JSON has no such numbers; "
+            f"the raw logs keep them): {files}{more}"
+        )
     v = res.trajectories.version
     state = "new version" if res.trajectories.committed else "unchanged"
     typer.echo(f"trajectories@{v} ({state}, {res.trajectories.rows} rows) in {s.url}")

@@ -51,6 +51,7 @@ class Written:
         path: the log (as :func:`~knowlyr.recorder.shown_path` shows it).
         line: 1-based line of the record in a JSONL file, else ``None``.
         redactions: what was redacted and where (never the secret itself).
+        nulled: non-finite numbers (``NaN``, ``Infinity``) of the record stored as null.
     """
 
     id: str
@@ -58,6 +59,7 @@ class Written:
     path: str | None
     line: int | None
     redactions: list[Redaction] = field(default_factory=list)
+    nulled: int = 0
 
 
 def _lines(results: Iterable[Encoded | Rejected], out: BinaryIO) -> Iterator[Written | Rejected]:
@@ -69,7 +71,7 @@ def _lines(results: Iterable[Encoded | Rejected], out: BinaryIO) -> Iterator[Wri
             row = r.row
             write(row[12])
             write(b"\n")
-            yield Written(row[0], row[9], row[10], r.line, r.redactions)
+            yield Written(row[0], row[9], row[10], r.line, r.redactions, r.nulled)
         else:
             yield r
 

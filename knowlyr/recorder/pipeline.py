@@ -36,14 +36,17 @@ from knowlyr.recorder.base import (
 from knowlyr.recorder.files import (
     _LINE_SUFFIXES,
     _first_line_obj,
-    _is_file,
     _is_lines,
+    _loads_nonfinite,
+    _parse,
     _read,
     _read_lines,
     _ReadError,
     _sniff,
     _unknown,
+    _utf8,
     _walk,
+    _why_not_file,
     shown_path,
 )
 from knowlyr.recorder.redact import (
@@ -77,11 +80,14 @@ class Converted:
         raw: the record's bytes as read (the file, or the JSONL line), with secrets redacted
             when redaction is on: this is what the store keeps as the raw blob.
         redactions: what was redacted and where (never the secret itself).
+        nulled: ``NaN`` / ``Infinity`` / ``-Infinity`` values of the record (as Python's
+            ``json.dump`` writes non-finite floats; JSON has no such numbers) stored as null.
     """
 
     trajectory: Trajectory
     raw: bytes
     redactions: list[Redaction] = field(default_factory=list)
+    nulled: int = 0
 
 
 @dataclass(slots=True)
@@ -96,11 +102,13 @@ class Encoded:
             fields, and ``data``, the trajectory's JSON).
         line: 1-based line of the record in a JSONL file, else ``None``.
         redactions: what was redacted and where (never the secret itself).
+        nulled: non-finite numbers of the record stored as null (see :class:`Converted`).
     """
 
     row: tuple
     line: int | None
     redactions: list[Redaction] = field(default_factory=list)
+    nulled: int = 0
 
     # positions in TRAJECTORY_ROW (tests check them)
     @property
@@ -135,7 +143,7 @@ def encode(r: Converted, put_raw: Callable[..., object] | None = None) -> Encode
     t = r.trajectory
     if put_raw is not None:
         put_raw(r.raw, digest=t.source.blob)
-    return Encoded(trajectory_row(t), t.source.line, r.redactions)
+    return Encoded(trajectory_row(t), t.source.line, r.redactions, r.nulled)
 
 
 class _Writer:
@@ -188,6 +196,8 @@ class ConvertReport:
     redactions: list[tuple[str, int | None, Redaction]] = field(default_factory=list)
     formats: Counter[str] = field(default_factory=Counter)
     skipped: list[str] = field(default_factory=list)
+    #: per file (as shown), the NaN / Infinity values of its converted records stored as null
+    nulled: Counter[str] = field(default_factory=Counter)
 
     @property
     def converted(self) -> int:
@@ -213,6 +223,7 @@ class ConvertReport:
             "rejected": self.rejected,
             "formats": dict(self.formats),
             "skipped": list(self.skipped),
+            "nulled": dict(self.nulled),
             "redactions": [{"path": p, "line": ln, **r.to_dict()} for p, ln, r in self.redactions],
         }
 
@@ -280,16 +291,22 @@ def _convert_one(
     hits: list[Redaction],
     writer: _Writer | None = None,
     index: int | None = None,
+    nulled: int = 0,
 ) -> Converted | Encoded | Rejected:
     """One record: a :class:`Converted`, or with a ``writer`` an :class:`Encoded`; a
-    :class:`Rejected` with the reason when it cannot be converted."""
+    :class:`Rejected` with the reason when it cannot be converted. ``nulled``: the record's
+    non-finite numbers that were parsed as null."""
     try:
         if writer is not None and adapter.documents:
             doc = adapter.document(obj, path=path, line=line)
-            return _finish_document(doc, adapter, path, line, raw, hits, index, writer.put_raw)
-        t = adapter.convert(obj, path=path, line=line)
-        done = _finish(t, adapter, path, line, raw, hits, index)
-        return done if writer is None else encode(done, writer.put_raw)
+            out = _finish_document(doc, adapter, path, line, raw, hits, index, writer.put_raw)
+        else:
+            t = adapter.convert(obj, path=path, line=line)
+            done = _finish(t, adapter, path, line, raw, hits, index)
+            done.nulled = nulled
+            return done if writer is None else encode(done, writer.put_raw)
+        out.nulled = nulled
+        return out
     except RecordError as e:
         return Rejected(path, line, e.reason, raw)
     except (
@@ -335,12 +352,16 @@ def _iter_lines(
         if not raw.strip():
             continue
         clean, hits = _clean(raw, redact)
+        nulled = 0
         try:
             obj = orjson.loads(clean)
         except orjson.JSONDecodeError as e:
-            yield Rejected(path, lineno, f"line is not valid JSON ({e})", clean)
-            continue
-        yield _convert_one(adapter, obj, path, lineno, clean, hits, writer)
+            try:
+                obj, nulled = _loads_nonfinite(clean, e)
+            except orjson.JSONDecodeError:
+                yield Rejected(path, lineno, f"line is not valid JSON ({e})", clean)
+                continue
+        yield _convert_one(adapter, obj, path, lineno, clean, hits, writer, nulled=nulled)
 
 
 def _iter_session(
@@ -353,6 +374,7 @@ def _iter_session(
     clean, hits = _clean(data, redact)
     lines = clean.split(b"\n")
     loads = orjson.loads
+    nulled = 0
     try:  # every line at once; a line that is not JSON sends the file through the loop below
         objs = [loads(raw) for raw in lines if raw and not raw.isspace()]
     except orjson.JSONDecodeError:
@@ -361,7 +383,9 @@ def _iter_session(
             if not raw or raw.isspace():  # what `not raw.strip()` says, without the copy
                 continue
             try:
-                objs.append(loads(raw))
+                obj, n = _parse(raw)
+                objs.append(obj)
+                nulled += n
             except orjson.JSONDecodeError as e:
                 yield Rejected(
                     path,
@@ -370,7 +394,7 @@ def _iter_session(
                     raw,
                 )
     if objs:
-        yield _convert_one(adapter, objs, path, None, clean, hits, writer)
+        yield _convert_one(adapter, objs, path, None, clean, hits, writer, nulled=nulled)
     elif not clean.strip():
         yield Rejected(path, None, "empty file", clean)
 
@@ -383,8 +407,10 @@ def _iter_file(
     that is not gzip) is a :class:`Rejected` with its path and the reason, after the records
     read before the break."""
     spath = shown_path(path, redact)
-    if not _is_file(path):
-        yield Rejected(spath, None, "no such file (check the path)", b"")
+    why = _why_not_file(path)
+    if why is not None:  # missing, or a symlink loop, a FIFO, a socket...: never opened
+        # a dangling link's reason names its target: a secret there must not reach it
+        yield Rejected(spath, None, _clean_text(why, redact), b"")
         return
     try:
         yield from _iter_file_records(path, spath, fmt, redact, writer)
@@ -435,13 +461,13 @@ def _iter_json(
     """A whole JSON document (or JSON lines in a .json file) from memory."""
     clean, hits = _clean(data, redact)
     try:
-        doc = orjson.loads(clean)
+        doc, nulled = _parse(clean)
     except orjson.JSONDecodeError as e:
         # A .json/.traj file may hold JSON lines after all.
         lines = clean.split(b"\n")
         if len(lines) > 1:
             try:
-                first = orjson.loads(next(x for x in lines if x.strip()))
+                first = _parse(next(x for x in lines if x.strip()))[0]
             except (orjson.JSONDecodeError, StopIteration):
                 first = None
             if first is not None:
@@ -465,14 +491,17 @@ def _iter_json(
         yield Rejected(spath, None, e.reason, clean)
         return
     if len(records) == 1 and records[0] is doc:
-        yield _convert_one(adapter, doc, spath, None, clean, hits, writer)
+        yield _convert_one(adapter, doc, spath, None, clean, hits, writer, nulled=nulled)
         return
     for i, rec in enumerate(records):
         raw = orjson.dumps(rec)
         found = [h for h in hits if h.fingerprint.encode() in raw]
-        out = _convert_one(adapter, rec, spath, None, raw, found, writer, index=i)
+        # the file's nulled values are counted once, on its first converted record
+        out = _convert_one(adapter, rec, spath, None, raw, found, writer, index=i, nulled=nulled)
         if isinstance(out, Rejected):
             out.reason = f"record {i}: {out.reason}"
+        else:
+            nulled = 0
         yield out
 
 
@@ -503,6 +532,7 @@ def iter_bytes(
     if jsonl is None:
         jsonl = path.lower().endswith(_LINE_SUFFIXES)
     path = shown_path(path, redact)
+    data = _utf8(data)  # a byte order mark dropped, UTF-16 read as its text
     if not jsonl:
         yield from _iter_json(data, path, adapter, redact)
         return
@@ -511,7 +541,7 @@ def iter_bytes(
         for ln in data.split(b"\n", 20)[:20]:
             if ln.strip():
                 try:
-                    first = orjson.loads(ln)
+                    first = _parse(ln)[0]
                     break
                 except orjson.JSONDecodeError:
                     continue
@@ -682,6 +712,8 @@ def convert(
         if isinstance(r, Converted):
             report.trajectories.append(r.trajectory)
             report.formats[r.trajectory.source.format] += 1
+            if r.nulled:
+                report.nulled[r.trajectory.source.path or ""] += r.nulled
             for h in r.redactions:
                 report.redactions.append(
                     (r.trajectory.source.path or "", r.trajectory.source.line, h)

@@ -36,7 +36,7 @@ from typing import Any
 from knowlyr._gc import paused
 from knowlyr.errors import RecordError
 from knowlyr.recorder.base import get_adapter
-from knowlyr.recorder.files import _first_line_obj, _is_gz, _is_lines, _sniff
+from knowlyr.recorder.files import _first_line_obj, _is_gz, _is_lines, _sniff, _utf8, _wide
 from knowlyr.recorder.jsonl import Written, _lines
 from knowlyr.recorder.pipeline import (
     Converted,
@@ -70,11 +70,11 @@ def _pack(results: Iterable[Converted | Encoded | Written | Rejected]) -> bytes:
         if isinstance(r, Rejected):
             out.append((None, r.path, r.line, r.reason, r.raw))
         elif isinstance(r, Encoded):
-            out.append((r.row, r.line, r.redactions))
+            out.append((r.row, r.line, r.redactions, r.nulled))
         elif isinstance(r, Written):
-            out.append((r.id, r.format, r.path, r.line, r.redactions))
+            out.append((r.id, r.format, r.path, r.line, r.redactions, r.nulled))
         else:
-            out.append((pack_trajectory(r.trajectory), r.raw, r.redactions))
+            out.append((pack_trajectory(r.trajectory), r.raw, r.redactions, r.nulled))
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -86,14 +86,14 @@ def _unpack(blob: bytes, encoded: bool = False, written: bool = False) -> list[A
         ]
     if encoded:
         return [
-            Rejected(p[1], p[2], p[3], p[4]) if p[0] is None else Encoded(p[0], p[1], p[2])
+            Rejected(p[1], p[2], p[3], p[4]) if p[0] is None else Encoded(*p)
             for p in pickle.loads(blob)
         ]
     with paused():  # one file's results are rebuilt at once (see knowlyr._gc)
         return [
             Rejected(p[1], p[2], p[3], p[4])
             if p[0] is None
-            else Converted(unpack_trajectory(p[0]), p[1], p[2])
+            else Converted(unpack_trajectory(p[0]), p[1], p[2], p[3])
             for p in pickle.loads(blob)
         ]
 
@@ -167,7 +167,8 @@ def _work_lines(
     path, fmt, first_line, offset, length, redact, writer, part = args
     with open(path, "rb") as f:
         f.seek(offset)
-        lines = f.read(length).split(b"\n")
+        data = f.read(length)
+    lines = (_utf8(data) if offset == 0 else data).split(b"\n")  # a UTF-8 BOM dropped
     adapter = get_adapter(fmt)
     results = _iter_lines(adapter, path, lines, first_line, redact, writer)
     if part is None:
@@ -182,7 +183,10 @@ def _chunkable(p: str, size: int | None = None) -> bool:
         return False
     if size is None:
         size = _size(p)
-    return size is not None and size > _CHUNK_BYTES
+    if size is None or size <= _CHUNK_BYTES:
+        return False
+    with open(p, "rb") as f:  # UTF-16 / UTF-32 cannot be cut at b"\n": read as a whole
+        return _wide(f.read(4)) is None
 
 
 def _size(p: str) -> int | None:

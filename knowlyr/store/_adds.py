@@ -40,7 +40,7 @@ def stream(
 
     table = "trajectories"
     uri = store.table_uri(table)
-    seen: dict[tuple[str, str], tuple] = {}
+    seen: dict[tuple[str, str, str], tuple] = {}
     ids: list[str] = []
     new_keys: list[str] = []
     schema = rows_arrow([]).schema
@@ -108,7 +108,7 @@ def new_rows(
     known: set[str],
     ids: list[str],
     new_keys: list[str],
-    seen: dict[tuple[str, str], tuple] | None,
+    seen: dict[tuple[str, str, str], tuple] | None,
 ) -> Iterator[pa.Table]:
     """The rows of the items whose id is neither ``known`` nor met before, ``_STREAM_ROWS`` at
     a time. Item by item: a model is serialised and dropped at once, so memory holds rows
@@ -146,7 +146,7 @@ def spooled(store: Store, items: Iterator[Item], *, run_id: str | None) -> Manif
     table = "trajectories"
     base = store.version(table)
     known = store.trajectory_ids(version=base) if base is not None else set()
-    seen: dict[tuple[str, str], tuple] = {}
+    seen: dict[tuple[str, str, str], tuple] = {}
     ids: list[str] = []
     new_keys: list[str] = []
     schema = rows_arrow([]).schema
@@ -239,16 +239,17 @@ def task_key(t: Item) -> tuple[str, str]:
     return (t.task.task_id, t.id) if _is_model(t) else (t.row[1], t.row[0])
 
 
-def sight(rows: dict[tuple[str, str], tuple], t: Item, i: str) -> None:
-    """Note ``t``'s sighting (agent, model, source format, path, blob) under (id, agent),
-    the first one of each kept (see :func:`sighting_columns`)."""
+def sight(rows: dict[tuple[str, str, str], tuple], t: Item, i: str) -> None:
+    """Note ``t``'s sighting (agent, model, source format, path, blob) under (id, agent,
+    path), the first one of each kept (see :func:`sighting_columns`): a log identical to
+    another of the same add is still named by its own path."""
     if _is_model(t):
         a, src = t.agent, t.source
         row = (a.name, a.model, src.format, src.path, src.blob)
     else:  # a recorder row
         r = t.row
         row = (r[4], r[5], r[9], r[10], r[11])
-    rows.setdefault((i, row[0] or ""), row)
+    rows.setdefault((i, row[0] or "", row[3] or ""), row)
 
 
 #: a sighting's fields (agent, model, source format, path, blob) in a recorder row
@@ -260,7 +261,7 @@ Sightings = list[list[Any]]
 
 def sighting_columns(items: list[Item], ids: list[str]) -> Sightings:
     """The sightings of ``items`` (content hashes ``ids``) as columns, the first item of
-    each (id, agent) only, in order (what :func:`sight` notes item by item): read in one
+    each (id, agent, source path) only, in order (what :func:`sight` notes item by item): read in one
     pass over the models (or with ``itemgetter`` from rows) and deduplicated with dicts,
     without a Python call per item."""
     from operator import attrgetter, itemgetter
@@ -274,12 +275,13 @@ def sighting_columns(items: list[Item], ids: list[str]) -> Sightings:
         rows = list(map(attrgetter("row"), items))
         cols = [list(map(itemgetter(k), rows)) for k in _ROW_FIELDS]
     else:  # models and rows mixed
-        seen: dict[tuple[str, str], tuple] = {}
+        seen: dict[tuple[str, str, str], tuple] = {}
         for t, i in zip(items, ids, strict=True):
             sight(seen, t, i)
         return seen_columns(seen)
     agents = cols[0] if None not in cols[0] else ["" if a is None else a for a in cols[0]]
-    keys = list(zip(ids, agents, strict=True))
+    paths = cols[3] if None not in cols[3] else ["" if p is None else p for p in cols[3]]
+    keys = list(zip(ids, agents, paths, strict=True))
     first = dict.fromkeys(keys)
     if len(first) == len(keys):
         return [ids, agents, *cols[1:]]
@@ -288,12 +290,12 @@ def sighting_columns(items: list[Item], ids: list[str]) -> Sightings:
     return [list(map(c.__getitem__, index)) for c in (ids, agents, *cols[1:])]
 
 
-def seen_columns(seen: dict[tuple[str, str], tuple]) -> Sightings:
+def seen_columns(seen: dict[tuple[str, str, str], tuple]) -> Sightings:
     """:func:`sight`'s notes as :func:`sighting_columns` gives them."""
     keys, rows = list(seen), list(seen.values())
     return [
-        [i for i, _ in keys],
-        [a for _, a in keys],
+        [k[0] for k in keys],
+        [k[1] for k in keys],
         *([r[k] for r in rows] for k in (1, 2, 3, 4)),
     ]
 

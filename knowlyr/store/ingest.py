@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 __all__ = ["IngestResult", "ingest"]
 
+_NULLED_FILES = 100  # files listed in IngestResult.nulled (the count covers every file)
+
 
 class IngestResult(BaseModel):
     """Counts and versions of one ingest (small: fine as a Prefect result)."""
@@ -54,6 +56,8 @@ class IngestResult(BaseModel):
     files: int = 0  # files read (a JSONL file may hold many records)
     n_skipped: int = 0  # files of walked directories whose suffix names no log format
     skipped: list[str] = []  # the first few of them
+    n_nulled: int = 0  # NaN / Infinity values (json.dump's non-finite floats) stored as null
+    nulled: dict[str, int] = {}  # per file, for the first _NULLED_FILES files that had any
     run_id: str
     seconds: float
     labels: LabelReport | None = None
@@ -125,7 +129,8 @@ def ingest(
         inputs = lab._Inputs(files)
         known = store.trajectory_ids(version=v_before) if v_before is not None else set()
     rejected_rows = []
-    read = new = dups = 0
+    read = new = dups = n_nulled = 0
+    nulled: dict[str, int] = {}
     manifest: Manifest | None = None
 
     params: dict[str, object] = {
@@ -169,7 +174,7 @@ def ingest(
 
         def converted() -> Iterator[Encoded]:
             """The converted records, labelled; rejected ones become ``rejected`` rows."""
-            nonlocal read
+            nonlocal read, n_nulled
             for rec in iter_encoded(
                 paths,
                 format=format,
@@ -181,6 +186,11 @@ def ingest(
             ):
                 read += 1
                 if isinstance(rec, Encoded):
+                    if rec.nulled:
+                        n_nulled += rec.nulled
+                        where = rec.path or ""
+                        if where in nulled or len(nulled) < _NULLED_FILES:
+                            nulled[where] = nulled.get(where, 0) + rec.nulled
                     if (
                         labels
                         and (label := labels.get(rec.row[1])) is not None
@@ -237,6 +247,8 @@ def ingest(
             outputs["rejected"] = rej.version
         if batch_versions:
             params["batches"] = len(batch_versions)
+        if n_nulled:
+            params["nulled"] = n_nulled
         if report is not None:
             params.update(override=override, labels=report.counts())
         run: RunRecord = store.record_run(
@@ -258,6 +270,8 @@ def ingest(
         files=files,
         n_skipped=len(skipped),
         skipped=skipped[:20],
+        n_nulled=n_nulled,
+        nulled=nulled,
         run_id=run.run_id,
         seconds=time.perf_counter() - t0,
         labels=report,

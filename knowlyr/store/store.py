@@ -267,8 +267,9 @@ class Store(DeltaTables):
         as they come, which the MERGE then reads (memory stays bounded there too).
 
         Every item, new or duplicate, is also a row of the ``sightings`` table: its agent,
-        its source and ``run_id``, so a duplicate from another agent or run keeps its
-        attribution (:meth:`sightings`). ``run_id`` is the run recording this add (pass the
+        its source and ``run_id``, so a duplicate from another agent, run or file keeps its
+        attribution (:meth:`sightings`; one row per trajectory, agent and source path of a
+        run). ``run_id`` is the run recording this add (pass the
         same id to :meth:`record_run`); default: a new id for this call.
 
         Example:
@@ -328,8 +329,8 @@ class Store(DeltaTables):
         return m
 
     def _add_sightings(self, columns: _adds.Sightings, *, run_id: str | None, version: int) -> None:
-        """One ``sightings`` row per (trajectory, agent) of this add (``columns``, made by
-        :func:`_adds.sighting_columns`), as one commit.
+        """One ``sightings`` row per (trajectory, agent, source path) of this add (``columns``,
+        made by :func:`_adds.sighting_columns`), as one commit.
 
         A caller's ``run_id`` may add in several batches (an ingest with ``--batch-size``),
         so rows that run already has are skipped; reading them touches only that run's
@@ -360,14 +361,20 @@ class Store(DeltaTables):
             if run_id is not None and base is not None:
                 import polars as pl
 
+                path = pl.col("source_path").fill_null("").alias("_path")  # null is no path
                 had = (
                     self.scan("sightings", version=base)
                     .filter(pl.col("run_id") == run_id)
-                    .select("trajectory_id", "agent")
+                    .select("trajectory_id", "agent", path)
                     .collect()
                 )
                 if had.height:
-                    frame = pl.from_arrow(df).join(had, on=["trajectory_id", "agent"], how="anti")
+                    frame = (
+                        pl.from_arrow(df)
+                        .with_columns(path)
+                        .join(had, on=["trajectory_id", "agent", "_path"], how="anti")
+                        .drop("_path")
+                    )
                     df = frame.to_arrow()
             if not df.num_rows:
                 return
@@ -384,7 +391,7 @@ class Store(DeltaTables):
 
     def sightings(self, id: str | None = None, *, version: int | None = None) -> pl.DataFrame:
         """Who produced trajectory ``id`` (or every trajectory), oldest first: one row per
-        (trajectory, run, agent) with the source path and blob, the trajectories version the
+        (trajectory, run, agent, source path) with the blob, the trajectories version the
         add left, and when.
 
         Example:

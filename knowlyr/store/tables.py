@@ -26,8 +26,8 @@ runs           run_id                               stage, status, inputs/output
 rejected       raw_blob, reason, where              path, line, format, created_at
 calibrations   calibration_id                       kind, blob, profile, n, positives, cv_auc,
                                                     cv_brier, created_at
-sightings      trajectory_id, run_id, agent         model, source_format, source_path,
-                                                    source_blob, version, seen_at
+sightings      trajectory_id, run_id, agent,        model, source_format, source_blob,
+               source_path                          version, seen_at
 =============  ===================================  ===========================================
 """
 
@@ -228,7 +228,7 @@ TABLES: dict[str, TableSpec] = {
         ),
         TableSpec(
             "sightings",
-            ("trajectory_id", "run_id", "agent"),
+            ("trajectory_id", "run_id", "agent", "source_path"),
             {
                 "trajectory_id": "str",
                 "run_id": "str",

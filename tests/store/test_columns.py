@@ -38,9 +38,11 @@ def test_sighting_columns_are_what_sight_notes_item_by_item():
         base[1].model_copy(
             update={"agent": AgentInfo(name="gpt", model="m"), "source": Source(path="b.jsonl")}
         ),
-        base[0].model_copy(update={"source": Source(path="again.jsonl")}),  # a repeat: dropped
+        base[0].model_copy(update={"source": Source(path="again.jsonl")}),  # another file: kept
         base[2].model_copy(update={"agent": AgentInfo(name="")}),
         base[3],
+        base[0],  # a repeat (same agent, same path): dropped
+        base[0].model_copy(update={"source": Source(path="again.jsonl")}),  # dropped too
     ]
     rows = [Encoded(trajectory_row(t), None) for t in models]
 
@@ -54,4 +56,4 @@ def test_sighting_columns_are_what_sight_notes_item_by_item():
         ids = [t.id for t in items]
         got = _adds.sighting_columns(items, ids)
         assert got == noted(items)
-    assert len(_adds.sighting_columns(models, [t.id for t in models])[0]) == 4
+    assert len(_adds.sighting_columns(models, [t.id for t in models])[0]) == 5
