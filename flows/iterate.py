@@ -249,6 +249,28 @@ def _describe(p: Any) -> str:
     return f"{where}-{cget('episodes', 2000)}ep-seed{_nightly_seed() if seed is None else seed}"
 
 
+def _what_runs(params: IterateParams, seed: int, warmup: bool) -> str:
+    """The run's name from what this night does, known once the store says whether there is
+    a champion: ``iterate-warmup-50x-expert-seed0`` or ``iterate-night-800x4-sft-seed0``."""
+    if warmup:
+        w = params.warmup
+        return f"iterate-warmup-{w.episodes}x-{w.agent.replace(':', '-')}-seed{seed}"
+    c = params.collect
+    return f"iterate-night-{c.episodes}x{c.attempts}-{params.train.method}-seed{seed}"
+
+
+def _rename_run(name: str) -> None:
+    """Rename the current flow run (its name was chosen from the parameters alone, before
+    the flow could tell a warm-up night from a loop night)."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    if flow_run.id is None or flow_run.name == name:
+        return
+    with get_client(sync_client=True) as client:
+        client.update_flow_run(flow_run.id, name=name)
+
+
 def _stage(model: type[M], settings: BaseModel, **update: Any) -> M:
     """A stage's parameters: the night's ``settings`` with what the iteration sets."""
     return model.model_validate({**settings.model_dump(), **update})
@@ -269,6 +291,7 @@ def iterate(params: IterateParams = IterateParams()) -> IterateReport:
     champion = current_champion(store_url)
     warmup = champion is None
     sources = params.collect.sources()
+    _rename_run(_what_runs(params, seed, warmup))
     if warmup:
         w = params.warmup
         log.info(f"no champion in {store_url}: warm-up night on {w.episodes} {w.agent} episodes")

@@ -45,3 +45,11 @@ def artifacts(flow_run_id: UUID | str) -> list:
 def artifact_keys(flow_run_id: UUID | str) -> set[str]:
     """Keys of the artifacts a flow run (or its tasks) created."""
     return {a.key for a in artifacts(flow_run_id) if a.key}
+
+
+def flow_run_name(state) -> str:
+    """The name the server has for the flow run of ``state`` (after any rename)."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(state.state_details.flow_run_id).name

@@ -188,7 +188,8 @@ def test_deployments_on_a_process_worker(tmp_path, monkeypatch):
                 assert b.start_time >= a.end_time  # never both running
                 waited = [s.name for s in client.read_flow_run_states(b.id)]
                 assert "AwaitingConcurrencySlot" in waited, waited
-                assert a.name.startswith("iterate-knowlyr/conversation-24ep-seed3")
+                # named from the parameters, then renamed once the night knew what it ran
+                assert a.name == b.name == "iterate-warmup-48x-expert-seed3", (a.name, b.name)
                 # every stage from the cache; the task run that starts `train/ad-hoc` again
                 states_b = {tr.name: tr.state.name for tr in _task_runs(client, b.id)}
                 stages = {n: s for n, s in states_b.items() if n.split("-")[0] in STAGES}

@@ -13,7 +13,7 @@ import pytest
 from flows.iterate import IterateParams, iterate
 from knowlyr.store import Store
 from tasks.export import load_dataset
-from tests.flows.helpers import artifact_keys, artifacts, task_states
+from tests.flows.helpers import artifact_keys, artifacts, flow_run_name, task_states
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -37,6 +37,7 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
     params.evaluate.min_improvement = 1.0
     report, states, state = _run(params)
     assert report.warmup and not report.decision.promoted
+    assert flow_run_name(state) == "iterate-warmup-48x-expert-seed0"  # what ran, not the mix's 24
 
     # Every stage ran once, named after what it did.
     names = sorted(states)
@@ -204,8 +205,9 @@ def test_a_night_with_nothing_to_learn_keeps_the_champion_and_says_why(store_url
         evaluations_version=10_000,
     )
     promotions = store.count("promotions")
-    night1, states, _ = _run(params.model_copy(update={"seed": 42}))
+    night1, states, state1 = _run(params.model_copy(update={"seed": 42}))
     assert not night1.warmup and night1.collect.successes == 0 and night1.dataset.rows == 0
+    assert flow_run_name(state1) == "iterate-night-24x2-sft-seed42"
     assert night1.candidate is None and night1.decision is None
     assert night1.outcome.startswith("nothing to learn from tonight") and "stays" in night1.outcome
     assert not any(n.startswith(("train-", "evaluate-", "promote-")) for n in states), states
