@@ -406,10 +406,11 @@ def gc(
         "wrote them is known to be gone (an ingest that was killed or failed: those go at once).",
     ),
 ) -> None:
-    """Delete blobs no table row or run references (see Store.gc); --dry-run lists them.
+    """Delete blobs no table row or run references, and table files no Delta version names
+    (see Store.gc); --dry-run lists them.
 
-    The blobs of an ingest that died before its commit are reclaimed at once; those of a run
-    still in flight are kept."""
+    The blobs and table files of an ingest that died before its commit are reclaimed at once
+    (and its run marked killed); those of a run still in flight are kept."""
     s = _open(store)
     rep = s.gc(dry_run=dry_run, min_age_s=min_age)
     verb = "would delete" if dry_run else "deleted"
@@ -418,6 +419,15 @@ def gc(
     if rep.aborted_runs:
         typer.echo(f"  including the blobs of {rep.aborted_runs} run(s) that died before commit")
     if rep.in_flight:
-        typer.echo(f"  kept {rep.in_flight} blob(s) of runs still in flight")
+        typer.echo(f"  kept {rep.in_flight} blob(s) and table file(s) of runs still in flight")
+    if rep.table_files:
+        typer.echo(
+            f"uncommitted table files (no Delta version names them): {verb} "
+            f"{len(rep.table_files)} ({rep.table_bytes} bytes)"
+        )
+        for name in rep.table_files[:20]:
+            typer.echo(f"  {name}")
+    if rep.killed_runs:
+        typer.echo(f"runs marked killed (their process is gone): {', '.join(rep.killed_runs)}")
     for h in rep.unreferenced[:20]:
         typer.echo(f"  {h}")

@@ -9,8 +9,10 @@ plus the writer's page buffers however many rows a commit holds.
 
 The two halves are separate so a caller can count what it wrote before it commits (the
 commit's metadata names new and duplicate rows). Files written but never committed (the
-process died, or the caller raised) are invisible orphans, as with delta-rs: ``vacuum``
-removes them.
+process died, or the caller raised) are invisible orphans, as with delta-rs: ``knowlyr store
+gc`` removes them (at once for a run that kept a journal, which names each file before it is
+created, see :mod:`knowlyr.store._inflight`; after its age limit otherwise), and so does
+``vacuum``.
 
 Only for local tables: the files may be written without the table lock, but the commit is
 made holding it (``knowlyr.store._lock``), after :func:`drop_rows` took out what another
@@ -117,13 +119,16 @@ def write_files(
     The files are written by a second thread while this one makes the next batch (pyarrow
     encodes and compresses without the GIL), at most :data:`_AHEAD` batches behind; an
     error on either side stops both and is raised here."""
+    from knowlyr.store._inflight import current_file_note
+
     out = Written(uri, schema, no_bounds=frozenset(no_bounds))
     ahead: queue.Queue[Any] = queue.Queue(maxsize=_AHEAD)
     failed: list[BaseException] = []
+    note = current_file_note()  # taken here: the writer thread does not inherit the context
 
     def consume() -> None:
         try:
-            _write_all(out, iter(ahead.get, _END))
+            _write_all(out, iter(ahead.get, _END), note)
         except BaseException as e:  # handed to the producer, which raises it
             failed.append(e)
             while ahead.get() is not _END:  # drain, so that the producer never blocks
@@ -148,8 +153,11 @@ _AHEAD = 1  # batches made ahead of the writer thread (memory: this many more ba
 _END = object()
 
 
-def _write_all(out: Written, batches: Iterator[pa.RecordBatch]) -> None:
-    """:func:`write_files`' writer thread: the files, rolled at :data:`_FILE_BYTES`."""
+def _write_all(
+    out: Written, batches: Iterator[pa.RecordBatch], note: Callable[[str], None] | None = None
+) -> None:
+    """:func:`write_files`' writer thread: the files, rolled at :data:`_FILE_BYTES`, each
+    named to ``note`` (the run's journal) before it is created."""
     import pyarrow.parquet as pq
 
     uri, schema, skip = out.uri, out.schema, out.no_bounds
@@ -170,6 +178,8 @@ def _write_all(out: Written, batches: Iterator[pa.RecordBatch]) -> None:
             if writer is None:
                 os.makedirs(uri, exist_ok=True)
                 name = f"part-{len(out.files):05d}-{uuid.uuid4()}-c000.zstd.parquet"
+                if note is not None:
+                    note(os.path.join(uri, name))
                 stats, size = _Stats(schema, skip), 0
                 writer = pq.ParquetWriter(
                     os.path.join(uri, name),
@@ -207,10 +217,14 @@ def drop_rows(written: Written, column: str, values: set[Any]) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from knowlyr.store._inflight import current_file_note
+
     drop = pa.array(sorted(values), written.schema.field(column).type)
     kept = Written(written.uri, written.schema, no_bounds=written.no_bounds)
     _write_all(
-        kept, (b.filter(pc.invert(pc.is_in(b.column(column), drop))) for b in _batches(written))
+        kept,
+        (b.filter(pc.invert(pc.is_in(b.column(column), drop))) for b in _batches(written)),
+        current_file_note(),
     )
     for name, _, _ in written.files:
         os.unlink(os.path.join(written.uri, name))

@@ -8,6 +8,12 @@ such a run keeps a journal, ``<root>/_inflight/<id>.blobs``: every digest is app
 as it lives (the kernel drops the lock when the process and the workers it forked are gone).
 A finished run deletes its journal.
 
+The same journal names the Parquet files the run writes into a table's folder ahead of their
+Delta commit (``file:<path>`` lines, written by :mod:`knowlyr.store._append` before it
+creates each file, for the journal of the current context, see :func:`note_table_file`): a
+run killed between the two leaves files no version names, which gc deletes the same way.
+A journal may be named after its run (``<run_id>.blobs``), so gc can tell which run died.
+
 :meth:`Store.gc <knowlyr.store.Store.gc>` reads the journals: one whose lock it can take
 belongs to a run that is no longer in flight, and its unreferenced blobs are reclaimed at
 once, whatever their age; the blobs named in live journals are never touched. Local stores
@@ -16,19 +22,56 @@ only (object stores have no such lock; there ``min_age_s`` alone protects young 
 
 from __future__ import annotations
 
+import contextvars
 import fcntl
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from knowlyr.store.blobs import BlobStore, check_hash, sha256_hex
 
-__all__ = ["BlobJournal", "JournaledPut", "Journals", "scan_journals"]
+__all__ = [
+    "BlobJournal",
+    "JournaledPut",
+    "Journals",
+    "current_file_note",
+    "note_table_file",
+    "scan_journals",
+]
 
 _SUFFIX = ".blobs"
+_FILE = b"file:"  # a journal line naming a table file (the other lines are blob digests)
 _APPEND: dict[str, int] = {}  # journal path -> O_APPEND fd, per process (workers open their own)
+#: the journal of the run in this context: the table files it writes are named there
+_CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "knowlyr_inflight_journal", default=None
+)
+
+
+def _append_line(journal: str, line: bytes) -> None:
+    fd = _APPEND.get(journal)
+    if fd is None:
+        fd = _APPEND[journal] = os.open(journal, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, line)  # one write < PIPE_BUF: lines never interleave
+
+
+def current_file_note() -> Callable[[str], None] | None:
+    """What names a table file in the journal of the run in this context (None outside a
+    run): called by a writer before it creates the file. Take it in the run's thread and
+    hand it to a writer thread (a thread does not inherit the context)."""
+    journal = _CURRENT.get()
+    if journal is None:
+        return None
+    return lambda path: _append_line(journal, _FILE + os.fsencode(os.path.abspath(path)) + b"\n")
+
+
+def note_table_file(path: str) -> None:
+    """Name the table file ``path`` in the current run's journal, if there is one."""
+    note = current_file_note()
+    if note is not None:
+        note(path)
 
 
 @dataclass(frozen=True)
@@ -44,10 +87,7 @@ class JournaledPut:
 
     def __call__(self, data: bytes, *, digest: str | None = None) -> str:
         digest = sha256_hex(data) if digest is None else check_hash(digest)
-        fd = _APPEND.get(self.journal)
-        if fd is None:
-            fd = _APPEND[self.journal] = os.open(self.journal, os.O_WRONLY | os.O_APPEND)
-        os.write(fd, digest.encode() + b"\n")  # one write < PIPE_BUF: lines never interleave
+        _append_line(self.journal, digest.encode() + b"\n")
         return self.blobs.put(data, digest=digest)
 
 
@@ -58,6 +98,8 @@ class BlobJournal:
     Leaving the block normally deletes the journal (the run's rows are committed); leaving it
     by an exception only releases the lock, so ``store gc`` reclaims what the run wrote.
     Without a ``directory`` (object stores) it journals nothing and ``put`` is the blob store's.
+    Inside the block, the table files this context writes ahead of their commit are named in
+    the journal too (:func:`current_file_note`). ``run_id`` names the journal after its run.
 
     Example:
         >>> with BlobJournal(store.blobs, f"{store.root}/_inflight") as j:  # doctest: +SKIP
@@ -67,8 +109,10 @@ class BlobJournal:
 
     blobs: BlobStore
     directory: str | None
+    run_id: str | None = None
     path: str | None = field(default=None, init=False)
     _fd: int | None = field(default=None, init=False, repr=False)
+    _token: contextvars.Token | None = field(default=None, init=False, repr=False)
 
     def __enter__(self) -> BlobJournal:
         if self.directory is None:
@@ -79,9 +123,13 @@ class BlobJournal:
         tmp = os.path.join(self.directory, f".tmp-{uuid.uuid4().hex}")
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)
-        self.path = os.path.join(self.directory, f"{uuid.uuid4().hex}{_SUFFIX}")
+        name = self.run_id if self.run_id and self.run_id.isalnum() else uuid.uuid4().hex
+        self.path = os.path.join(self.directory, f"{name}{_SUFFIX}")
+        if os.path.exists(self.path):  # a run id used twice: never take another's journal
+            self.path = os.path.join(self.directory, f"{uuid.uuid4().hex}{_SUFFIX}")
         os.replace(tmp, self.path)
         self._fd = fd
+        self._token = _CURRENT.set(self.path)
         return self
 
     @property
@@ -94,6 +142,9 @@ class BlobJournal:
     def __exit__(self, exc_type, exc, tb) -> None:
         if self.path is None or self._fd is None:
             return
+        if self._token is not None:
+            _CURRENT.reset(self._token)
+            self._token = None
         append = _APPEND.pop(self.path, None)
         if append is not None:
             os.close(append)
@@ -105,20 +156,28 @@ class BlobJournal:
 
 @dataclass
 class Journals:
-    """What :func:`scan_journals` found: blobs of live runs, and of runs that are gone."""
+    """What :func:`scan_journals` found: blobs and table files of live runs, and of runs
+    that are gone (with the runs' ids where their journals are named after them)."""
 
     live: set[str] = field(default_factory=set)
     dead: set[str] = field(default_factory=set)
     dead_files: list[str] = field(default_factory=list)
+    live_tables: set[str] = field(default_factory=set)  # absolute paths of table files
+    dead_tables: set[str] = field(default_factory=set)
+    dead_runs: list[str] = field(default_factory=list)
 
 
-def _digests(fd: int) -> Iterator[str]:
+def _read_journal(fd: int, blobs: set[str], files: set[str]) -> None:
+    """The digests (to ``blobs``) and table files (to ``files``) a journal names."""
     with os.fdopen(os.dup(fd), "rb") as f:
         f.seek(0)
         for line in f:
+            if line.startswith(_FILE):
+                files.add(os.fsdecode(line[len(_FILE) :].rstrip(b"\n")))
+                continue
             h = line.strip().decode("ascii", "replace")
             if len(h) == 64:
-                yield h
+                blobs.add(h)
 
 
 def scan_journals(directory: str, *, tmp_grace_s: float = 60.0) -> Journals:
@@ -144,10 +203,11 @@ def scan_journals(directory: str, *, tmp_grace_s: float = 60.0) -> Journals:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 if journal:
-                    out.live.update(_digests(fd))
+                    _read_journal(fd, out.live, out.live_tables)
                 continue
             if journal:
-                out.dead.update(_digests(fd))
+                _read_journal(fd, out.dead, out.dead_tables)
+                out.dead_runs.append(name.removesuffix(_SUFFIX))
             out.dead_files.append(path)
         finally:
             os.close(fd)

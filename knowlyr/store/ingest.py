@@ -19,6 +19,7 @@ those instances stored earlier are labelled too (:mod:`knowlyr.store.labels`).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -167,99 +168,107 @@ def ingest(
     def skip(p: Path) -> None:
         skipped.append(shown_path(p, redact))
 
-    with store.blob_journal() as journal:
-        # records come serialised (their table rows) and their raw bytes are stored as blobs
-        # where they were converted (by the workers, with a pool), each named in the journal
-        # first, so that gc can reclaim them if this ingest dies before its commit
+    # the run's row first, marked running: the sightings its adds write name it, so lineage
+    # never meets a run id that `runs` lacks, even when this ingest is killed (`store gc`
+    # then marks it killed); completed at the end, or marked failed when the ingest raises
+    store.record_run("ingest", params=params, started=started, status="running", run_id=run_id)
+    try:
+        with store.blob_journal(run_id=run_id) as journal:
+            # records come serialised (their table rows) and their raw bytes are stored as blobs
+            # where they were converted (by the workers, with a pool), each named in the journal
+            # first, so that gc can reclaim them if this ingest dies before its commit
 
-        def converted() -> Iterator[Encoded]:
-            """The converted records, labelled; rejected ones become ``rejected`` rows."""
-            nonlocal read, n_nulled
-            for rec in iter_encoded(
-                paths,
-                format=format,
-                redact=redact,
-                workers=workers,
-                put_raw=journal.put,
-                progress=file_done,
-                on_skip=skip,
-            ):
-                read += 1
-                if isinstance(rec, Encoded):
-                    if rec.nulled:
-                        n_nulled += rec.nulled
-                        where = rec.path or ""
-                        if where in nulled or len(nulled) < _NULLED_FILES:
-                            nulled[where] = nulled.get(where, 0) + rec.nulled
-                    if (
-                        labels
-                        and (label := labels.get(rec.row[1])) is not None
-                        and rec.id not in known
-                    ):
-                        rec, decision = lab.label_encoded(rec, label, override=override)
-                        tally.add(rec.id, decision, label, None)
-                    yield rec
-                else:
-                    rejected_rows.append(
-                        {
-                            "raw_blob": journal.put(rec.raw),
-                            "reason": rec.reason,
-                            "path": rec.path,
-                            "line": rec.line,
-                            "format": format,
+            def converted() -> Iterator[Encoded]:
+                """The converted records, labelled; rejected ones become ``rejected`` rows."""
+                nonlocal read, n_nulled
+                for rec in iter_encoded(
+                    paths,
+                    format=format,
+                    redact=redact,
+                    workers=workers,
+                    put_raw=journal.put,
+                    progress=file_done,
+                    on_skip=skip,
+                ):
+                    read += 1
+                    if isinstance(rec, Encoded):
+                        if rec.nulled:
+                            n_nulled += rec.nulled
+                            where = rec.path or ""
+                            if where in nulled or len(nulled) < _NULLED_FILES:
+                                nulled[where] = nulled.get(where, 0) + rec.nulled
+                        if (
+                            labels
+                            and (label := labels.get(rec.row[1])) is not None
+                            and rec.id not in known
+                        ):
+                            rec, decision = lab.label_encoded(rec, label, override=override)
+                            tally.add(rec.id, decision, label, None)
+                        yield rec
+                    else:
+                        rejected_rows.append(
+                            {
+                                "raw_blob": journal.put(rec.raw),
+                                "reason": rec.reason,
+                                "path": rec.path,
+                                "line": rec.line,
+                                "format": format,
+                            }
+                        )
+
+            if batch_size is None:  # one commit, streamed: memory stays at one batch of rows
+                add(converted())
+            else:
+                recs = converted()
+                while chunk := list(islice(recs, batch_size)):
+                    add(chunk, batch=len(chunk) == batch_size)
+                if manifest is None:
+                    add([])
+            assert manifest is not None
+            n_rejected = len(rejected_rows)  # records the recorder could not convert
+            report, label_rows = None, []
+            if labels is not None and inputs is not None:
+                report, label_rows = lab._finish(
+                    store, labels, inputs, tally, override=override, exclude=set(tally.decisions)
+                )
+                if report.trajectories is not None:
+                    manifest = manifest.model_copy(
+                        update={
+                            "version": report.trajectories.version,
+                            "rows": report.trajectories.rows,
+                            "committed": True,
                         }
                     )
-
-        if batch_size is None:  # one commit, streamed: memory stays at one batch of rows
-            add(converted())
-        else:
-            recs = converted()
-            while chunk := list(islice(recs, batch_size)):
-                add(chunk, batch=len(chunk) == batch_size)
-            if manifest is None:
-                add([])
-        assert manifest is not None
-        n_rejected = len(rejected_rows)  # records the recorder could not convert
-        report, label_rows = None, []
-        if labels is not None and inputs is not None:
-            report, label_rows = lab._finish(
-                store, labels, inputs, tally, override=override, exclude=set(tally.decisions)
+                inputs.put(store)
+                rejected_rows.extend(label_rows)
+            rej = store.append("rejected", rejected_rows) if rejected_rows else None
+            if report is not None and label_rows:
+                report.rejected = rej
+            outputs: dict[str, int] = {}
+            if (manifest.committed or v_before != manifest.version) and (
+                not batch_versions or manifest.version != batch_versions[-1]
+            ):
+                outputs["trajectories"] = manifest.version
+            if rej is not None and rej.committed:
+                outputs["rejected"] = rej.version
+            if batch_versions:
+                params["batches"] = len(batch_versions)
+            if n_nulled:
+                params["nulled"] = n_nulled
+            if report is not None:
+                params.update(override=override, labels=report.counts())
+            run: RunRecord = store.record_run(
+                "ingest",
+                inputs=report.inputs if report is not None else None,
+                outputs=outputs,
+                params=params,
+                started=started,
+                status="completed",
+                run_id=run_id,
             )
-            if report.trajectories is not None:
-                manifest = manifest.model_copy(
-                    update={
-                        "version": report.trajectories.version,
-                        "rows": report.trajectories.rows,
-                        "committed": True,
-                    }
-                )
-            inputs.put(store)
-            rejected_rows.extend(label_rows)
-        rej = store.append("rejected", rejected_rows) if rejected_rows else None
-        if report is not None and label_rows:
-            report.rejected = rej
-        outputs: dict[str, int] = {}
-        if (manifest.committed or v_before != manifest.version) and (
-            not batch_versions or manifest.version != batch_versions[-1]
-        ):
-            outputs["trajectories"] = manifest.version
-        if rej is not None and rej.committed:
-            outputs["rejected"] = rej.version
-        if batch_versions:
-            params["batches"] = len(batch_versions)
-        if n_nulled:
-            params["nulled"] = n_nulled
-        if report is not None:
-            params.update(override=override, labels=report.counts())
-        run: RunRecord = store.record_run(
-            "ingest",
-            inputs=report.inputs if report is not None else None,
-            outputs=outputs,
-            params=params,
-            started=started,
-            status="completed",
-            run_id=run_id,
-        )
+    except BaseException as e:
+        _record_failure(store, run_id, params, started, e, redact)
+        raise
     return IngestResult(
         trajectories=manifest,
         rejected=rej,
@@ -276,3 +285,22 @@ def ingest(
         seconds=time.perf_counter() - t0,
         labels=report,
     )
+
+
+def _record_failure(
+    store: Store,
+    run_id: str,
+    params: dict[str, object],
+    started: datetime,
+    error: BaseException,
+    redact: RedactionPolicy,
+) -> None:
+    """Mark the ingest's ``runs`` row failed, with the error (redacted: an OS error names
+    the file); a store that cannot take the row leaves it ``running`` (gc marks it)."""
+    text = f"{type(error).__name__}: {error}"[:500]
+    if redact:
+        text = redact.redact_text(text)[0]
+    with contextlib.suppress(Exception):
+        store.record_run(
+            "ingest", params=params, started=started, status="failed", error=text, run_id=run_id
+        )

@@ -91,6 +91,27 @@ def record_run(
     return rec
 
 
+def mark_killed(store: Store, run_ids: list[str]) -> list[str]:
+    """Mark the ``runs`` rows of ``run_ids`` that still say ``running`` as ``killed``: their
+    process is gone (``store gc`` found their journals unlocked). Returns those run ids."""
+    import polars as pl
+
+    if not run_ids or "runs" not in store.tables():
+        return []
+    df = store.read(
+        "runs", filter=pl.col("run_id").is_in(list(run_ids)) & (pl.col("status") == "running")
+    )
+    if not df.height:
+        return []
+    now = datetime.now(UTC)
+    error = "the run's process died before it finished (found by store gc)"
+    rows = [
+        {**r, "status": "killed", "ended_at": now, "error": error} for r in df.iter_rows(named=True)
+    ]
+    store.append("runs", rows, on_duplicate="update")
+    return [r["run_id"] for r in rows]
+
+
 def read_runs(
     store: Store, *, stage: str | None = None, version: int | None = None
 ) -> list[RunRecord]:

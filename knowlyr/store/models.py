@@ -116,7 +116,8 @@ class Lineage(BaseModel):
 
 
 class GcReport(BaseModel):
-    """Result of :meth:`Store.gc`: unreferenced blobs found (and deleted unless a dry run)."""
+    """Result of :meth:`Store.gc`: unreferenced blobs and uncommitted table files found (and
+    deleted unless a dry run)."""
 
     dry_run: bool
     scanned: int
@@ -125,4 +126,7 @@ class GcReport(BaseModel):
     bytes: int = 0
     deleted: int = 0
     aborted_runs: int = 0  # journals of runs that died before their commit (see Store.gc)
-    in_flight: int = 0  # blobs of runs still in flight, kept whatever their age
+    in_flight: int = 0  # blobs and table files of runs still in flight, kept whatever their age
+    table_files: list[str] = Field(default_factory=list)  # uncommitted: "table/file.parquet"
+    table_bytes: int = 0
+    killed_runs: list[str] = Field(default_factory=list)  # runs rows marked killed

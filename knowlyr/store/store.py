@@ -568,17 +568,27 @@ class Store(DeltaTables):
         journal and has not committed its rows yet is safe; leftover temporary files older
         than that go too.
 
+        Table files go the same way (local stores): a Parquet file in a table's folder that
+        no Delta commit or checkpoint adds or removes (a run killed between writing and
+        committing it) is deleted when the run's journal names it and the run is gone, or
+        when it is older than ``min_age_s`` (``table_files``); files older versions read are
+        kept (``vacuum`` is what drops those). A dead run's ``runs`` row still marked
+        ``running`` becomes ``killed`` (``killed_runs``).
+
         Example:
             >>> store.gc(dry_run=True, min_age_s=0).unreferenced   # doctest: +SKIP
             ['9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08']
         """
         import time
 
+        from knowlyr.store import _orphans
         from knowlyr.store._inflight import Journals, scan_journals
-        from knowlyr.store.lineage import referenced_blobs
+        from knowlyr.store.lineage import mark_killed, referenced_blobs
 
-        # journals first, references second: a run that commits and finishes in between has
-        # its blobs named by one or the other
+        # table files listed before the journals are read (a live run names each file in its
+        # journal before creating it), journals before references: a run that commits and
+        # finishes in between has its blobs and files named by one or the other
+        files = _orphans.table_files(f"{self.root}/tables") if self.local else []
         journals = scan_journals(self._inflight_dir) if self._inflight_dir else Journals()
         refs = referenced_blobs(self)
         now = time.time()
@@ -596,8 +606,20 @@ class Store(DeltaTables):
                     continue
             unref.append(h)
             size += self.blobs.size(h)
+        stray, kept_files = _orphans.uncommitted(
+            files,
+            live=journals.live_tables,
+            dead=journals.dead_tables,
+            now=now,
+            min_age_s=min_age_s,
+        )
         deleted = 0
+        killed: list[str] = []
         if not dry_run:
+            for f in stray:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f.path)
+            killed = mark_killed(self, journals.dead_runs) if journals.dead_runs else []
             for h in unref:
                 self.blobs.remove(h)
                 deleted += 1
@@ -615,16 +637,20 @@ class Store(DeltaTables):
             bytes=size,
             deleted=deleted,
             aborted_runs=sum(p.endswith(".blobs") for p in journals.dead_files),
-            in_flight=kept,
+            in_flight=kept + kept_files,
+            table_files=[f.name for f in stray],
+            table_bytes=sum(f.size for f in stray),
+            killed_runs=killed,
         )
 
-    def blob_journal(self):
-        """A :class:`~knowlyr.store._inflight.BlobJournal` for a run that writes blobs ahead
-        of the rows naming them (a no-op on object stores): ``with store.blob_journal() as
-        j: j.put(raw)``. See :meth:`gc`."""
+    def blob_journal(self, *, run_id: str | None = None):
+        """A :class:`~knowlyr.store._inflight.BlobJournal` for a run that writes blobs (and
+        table files) ahead of the rows naming them (a no-op on object stores): ``with
+        store.blob_journal() as j: j.put(raw)``. ``run_id``: the run's ``runs`` row, marked
+        ``killed`` by gc if the run dies. See :meth:`gc`."""
         from knowlyr.store._inflight import BlobJournal
 
-        return BlobJournal(self.blobs, self._inflight_dir)
+        return BlobJournal(self.blobs, self._inflight_dir, run_id)
 
     # -- runs and lineage -----------------------------------------------------------------
 
