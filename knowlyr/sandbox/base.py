@@ -57,6 +57,15 @@ class SandboxConfig(BaseModel):
     memory_mb: int = Field(1024, gt=0, description="Address-space / memory limit.")
     max_processes: int = Field(256, gt=0, description="Process-count limit.")
     max_file_mb: int = Field(64, gt=0, description="Largest file a command may write.")
+    disk_mb: int | None = Field(
+        1024,
+        gt=0,
+        description="Disk quota of the sandbox's writable directories (workspace and /tmp, in a "
+        "container also /var/tmp) together: a file system of this size (a loop-mounted ext4 "
+        "image, needs root; skipped with a logged reason elsewhere). A command that fills it "
+        "fails with 'No space left on device' and its result says the quota is full. "
+        "None: no quota (the host disk's free space is the limit).",
+    )
     max_output_chars: int = Field(
         20_000, gt=0, description="Longer command output is truncated with a marker."
     )

@@ -16,28 +16,43 @@ a fresh one from the image, so everything is restored (installed packages, ``/tm
 only the workspace; a pristine container of the last snapshot is kept started in the
 background, so a restore is usually a swap. Containers and snapshot images are always removed, also on errors.
 Every container and snapshot image is labelled ``knowlyr.sandbox`` with its owner's pid, start
-time and pid namespace; those of an owner that died without closing them (``kill -9``) are
-removed at the next sandbox start or by ``knowlyr sandbox gc`` (:func:`reap_containers`).
+time and pid namespace. When the owner dies without closing them (``kill -9``), the
+sandbox's guard process (:mod:`knowlyr.sandbox._guard`) removes them within seconds; should
+the guard be gone too, the next sandbox start or ``knowlyr sandbox gc`` does
+(:func:`reap_containers`).
+
+Disk quota: with an engine on this machine (a ``unix://`` socket) and root, the workspace,
+``/tmp`` and ``/var/tmp`` (the only places the sandbox user can write) are bind-mounted from
+a loop-mounted ext4 image of ``config.disk_mb`` on the host (:mod:`knowlyr.sandbox._disk`),
+and snapshots copy them on the host beside the ``commit``; elsewhere they stay in the
+container's own layer, with a logged reason.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import io
 import itertools
 import logging
 import os
 import posixpath
 import select
+import shutil
 import socket
 import struct
 import tarfile
+import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from knowlyr.errors import BackendUnavailableError, SandboxError, WorkspacePathError
+from knowlyr.sandbox._disk import QuotaDisk, disk_available, quota_message
+from knowlyr.sandbox._guard import LOCK, reap_dir, start_guard, stop_guard
 from knowlyr.sandbox._owner import LABEL, PIDNS, owner_dead, owner_labels, pid_namespace
 from knowlyr.sandbox._util import MAX_COMMAND_BYTES, OutputCapture, too_long, workspace_relpath
 from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig, past_deadline
@@ -63,16 +78,33 @@ _READ = (
 _WRITE = (
     'p=$(realpath -m -- "$1") || exit 2; case "$p" in "$2"/*) ;; *) exit 3;; esac; '
     '[ -d "$p" ] && exit 4; [ -e "$p" ] && [ ! -f "$p" ] && exit 5; '
-    'mkdir -p -- "$(dirname -- "$p")" && exec cat > "$p"'
+    'mkdir -p -- "$(dirname -- "$p")" || exit 6; cat > "$p" && exit 0; : > "$p"; exit 6'
 )
+DISK_LABEL = "knowlyr.disk"  # the host directory of a container sandbox's disk quota
+_DISK_PREFIX = "knowlyr-sbc-"
+_WRITABLE = {"workspace": None, "tmp": "/tmp", "vartmp": "/var/tmp"}  # dir -> mount point
+_QUOTA_WHERE = "workspace, /tmp and /var/tmp"
 log = logging.getLogger("knowlyr.sandbox")
 _clients: dict[str, Any] = {}
 _clients_lock = threading.Lock()
 _ids = itertools.count()
+_disk_note_logged = False
 
 
 def _docker_host() -> str | None:
     return os.environ.get("DOCKER_HOST")
+
+
+def _engine_url() -> str:
+    """``DOCKER_HOST``, else the default socket (raises BackendUnavailableError)."""
+    host = _docker_host()
+    if host:
+        return host
+    if os.path.exists("/var/run/docker.sock"):
+        return "unix:///var/run/docker.sock"
+    raise BackendUnavailableError(
+        f"DOCKER_HOST is not set and /var/run/docker.sock does not exist; {ENGINE_HINT}"
+    )
 
 
 def _client() -> Any:
@@ -83,14 +115,7 @@ def _client() -> Any:
         raise BackendUnavailableError(
             "the container backend needs the docker SDK: pip install 'knowlyr-gym[container]'"
         ) from e
-    host = _docker_host()
-    if not host:
-        if os.path.exists("/var/run/docker.sock"):
-            host = "unix:///var/run/docker.sock"
-        else:
-            raise BackendUnavailableError(
-                f"DOCKER_HOST is not set and /var/run/docker.sock does not exist; {ENGINE_HINT}"
-            )
+    host = _engine_url()
     with _clients_lock:
         client = _clients.get(host)
         if client is None:
@@ -141,12 +166,18 @@ def reap_containers(client: Any = None) -> list[str]:
     # The listings' summaries carry the labels: the SDK's containers.list / images.list would
     # inspect each one, and fail when another sandbox removes its own in between.
     # One label filter: Podman 4.3 lists no image at all for two.
+    disks: set[str] = set()
     for c in api.containers(all=True, filters={"label": ours}):
         labels = c.get("Labels") or {}
         if LABEL in labels and owner_dead(labels):
             with contextlib.suppress(Exception):
                 api.remove_container(c["Id"], force=True)
                 removed.append(((c.get("Names") or [c["Id"]])[0]).lstrip("/"))
+            if labels.get(DISK_LABEL):
+                disks.add(labels[DISK_LABEL])
+    for d in sorted(disks):
+        if _reap_disk_dir(Path(d)):
+            removed.append(d)
     for image in api.images(filters={"label": ours}):
         labels = image.get("Labels") or {}
         tags = [t for t in image.get("RepoTags") or () if "knowlyr-snapshot/" in t]
@@ -156,6 +187,24 @@ def reap_containers(client: Any = None) -> list[str]:
                     api.remove_image(tag, force=True)
                     removed.append(tag)
     return removed
+
+
+def _reap_disk_dir(d: Path) -> bool:
+    """Remove a dead container sandbox's disk quota directory (unless its lock is held)."""
+    if not d.name.startswith(_DISK_PREFIX) or not d.is_dir():
+        return False
+    try:
+        fd = os.open(d / LOCK, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: its owner (or a process it forked) is alive
+            return False
+        return reap_dir(d)
+    finally:
+        os.close(fd)
 
 
 def _buffered(sock: Any) -> bytes:
@@ -207,7 +256,10 @@ def _read_frames(
         ready, _, _ = select.select([sock], [], [], remaining)
         if not ready:
             return False
-        data = sock.recv(262144)
+        try:
+            data = sock.recv(262144)
+        except ConnectionResetError:  # the engine dropped the stream as the command ended
+            return True
         if not data:
             return True
         buf += data
@@ -244,6 +296,12 @@ class ContainerSandbox(Sandbox):
         self._container: Any = None
         self._images: list[str] = []
         self._reapers: list[threading.Thread] = []
+        self._guard = None
+        self._owner_fd = -1
+        self.disk: QuotaDisk | None = None
+        self._disk_dir: Path | None = None
+        self._files: Any = None  # host-side snapshots of the disk quota's directories
+        self._file_snapshots: dict[str, str] = {}
         self.name = f"knowlyr-{os.getpid()}-{next(_ids)}-{uuid.uuid4().hex[:6]}"
         self._client = _client()
         try:
@@ -257,6 +315,9 @@ class ContainerSandbox(Sandbox):
                 f"image {self.config.image!r} is not present at {_docker_host()}; {IMAGE_HINT}"
             ) from e
         try:
+            self._make_disk()
+            # removes the containers, images and disk if this process dies without close()
+            self._guard = start_guard(self._disk_dir, docker_host=_engine_url(), label=self.name)
             self._container = self._start(self.config.image)
             if files:
                 self._put_initial(files)
@@ -264,11 +325,62 @@ class ContainerSandbox(Sandbox):
             self.close()
             raise
 
+    def _make_disk(self) -> None:
+        """Mount the disk quota on the host for the workspace, /tmp and /var/tmp (bound into
+        the container), or log once why not."""
+        global _disk_note_logged
+        if self.config.disk_mb is None:
+            return
+        reason = disk_available()
+        url = _engine_url()
+        if reason is None and not (
+            url.startswith("unix://") and os.path.exists(url.removeprefix("unix://"))
+        ):
+            reason = f"the engine at {url} is not on this machine (its bind mounts would not be)"
+        if reason is None:
+            from knowlyr.sandbox.local import _sandbox_base
+            from knowlyr.sandbox.snapshot import WorkspaceSnapshots
+
+            d = Path(tempfile.mkdtemp(prefix=_DISK_PREFIX, dir=_sandbox_base(None)))
+            self._disk_dir = d
+            fresh = d / f".{LOCK}"
+            self._owner_fd = os.open(
+                fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600
+            )
+            fcntl.flock(self._owner_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(fresh, d / LOCK)
+            os.chmod(d, 0o711)
+            try:
+                self.disk = QuotaDisk(d, self.config.disk_mb)
+            except OSError as e:
+                reason = str(e)
+            else:
+                for name, mount in _WRITABLE.items():
+                    sub = self.disk.path / name
+                    sub.mkdir()
+                    os.chown(sub, UID, UID)
+                    os.chmod(sub, 0o1777 if mount else 0o755)
+                store = d / "snapshots"
+                store.mkdir(mode=0o700)
+                self._files = WorkspaceSnapshots(self.disk.path, store)
+                return
+        if not _disk_note_logged:
+            log.warning(
+                "container sandbox disk quota skipped (it writes to the engine's disk): %s", reason
+            )
+            _disk_note_logged = True
+
     def _start(self, image: str) -> Any:
         import docker
 
         c = self.config
         mb = c.memory_mb
+        mounts = []
+        if self.disk is not None:
+            mounts = [
+                docker.types.Mount(mount or c.workdir, str(self.disk.path / name), type="bind")
+                for name, mount in _WRITABLE.items()
+            ]
         ulimits = [
             docker.types.Ulimit(name="nofile", soft=4096, hard=4096),
             docker.types.Ulimit(
@@ -295,13 +407,18 @@ class ContainerSandbox(Sandbox):
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 ulimits=ulimits,
+                mounts=mounts,
                 working_dir=c.workdir,
                 hostname="sandbox",
                 environment={"HOME": c.workdir, "LANG": "C.UTF-8", "TERM": "dumb", "GIT_PAGER": "cat", "PAGER": "cat",
                              "GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@sandbox",
                              "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@sandbox",
                              "PYTHONDONTWRITEBYTECODE": "1"},
-                labels={LABEL: self.name, **owner_labels()},
+                labels={
+                    LABEL: self.name,
+                    **owner_labels(),
+                    **({DISK_LABEL: str(self._disk_dir)} if self.disk is not None else {}),
+                },
             )  # fmt: skip
         except Exception as e:
             raise SandboxError(f"could not start a container from {image!r}: {e}") from e
@@ -438,6 +555,9 @@ class ContainerSandbox(Sandbox):
         if timed_out:
             sep = "" if not stderr or stderr.endswith("\n") else "\n"
             stderr = f"{stderr}{sep}[timed out after {round(limit, 2):g}s: every process of the command was killed]\n"
+        if code != 0 and self.disk is not None and self.disk.full():
+            sep = "" if not stderr or stderr.endswith("\n") else "\n"
+            stderr = f"{stderr}{sep}{quota_message(self.disk.size_mb, _QUOTA_WHERE)}"
         return ExecResult(code, stdout, stderr, time.monotonic() - start, timed_out, t1 or t2)
 
     # -- files ---------------------------------------------------------------------------
@@ -489,6 +609,9 @@ class ContainerSandbox(Sandbox):
             raise IsADirectoryError(f"{path} is a directory")
         if code == 5:
             raise WorkspacePathError(f"{path} is not a regular file (a fifo, socket or device)")
+        if code == 6 and self.disk is not None and "No space left" in err.text(500)[0]:
+            note = quota_message(self.disk.size_mb, _QUOTA_WHERE)
+            raise OSError(errno.ENOSPC, note.strip("[]\n"))
         if code != 0:
             raise SandboxError(f"writing {path} failed (exit {code}): {err.text(500)[0]}")
 
@@ -505,6 +628,8 @@ class ContainerSandbox(Sandbox):
                 raise SandboxError(f"commit of {self._container.name} failed: {e}") from e
             ref = f"{repo}:{tag}"
             self._images.append(ref)
+            if self._files is not None:  # the bound directories are not in the image
+                self._file_snapshots[ref] = self._files.snapshot()
             self._prepare_standby(ref)
             return ref
 
@@ -521,6 +646,8 @@ class ContainerSandbox(Sandbox):
             new = self._take_standby(snapshot_id)
             if new is None:
                 new = self._start(snapshot_id)
+            if self._files is not None:
+                self._files.restore(self._file_snapshots[snapshot_id])
             old, self._container = self._container, new
             self._remove_later(old)
             self._prepare_standby(snapshot_id)
@@ -575,6 +702,7 @@ class ContainerSandbox(Sandbox):
         if getattr(self, "_closed", True):
             return
         self._closed = True
+        stop_guard(self._guard)
         self._drop_standby()
         if self._container is not None:
             self._remove(self._container)
@@ -585,6 +713,13 @@ class ContainerSandbox(Sandbox):
             with contextlib.suppress(Exception):
                 self._client.images.remove(ref, force=True)
         self._images.clear()
+        if self.disk is not None:
+            self.disk.close()
+        if self._disk_dir is not None:
+            shutil.rmtree(self._disk_dir, ignore_errors=True)
+        if self._owner_fd >= 0:
+            os.close(self._owner_fd)
+            self._owner_fd = -1
 
     def _check_open(self) -> None:
         if self._closed:

@@ -19,18 +19,24 @@ sandbox's own first (bubblewrap run as root keeps its capabilities). Limits:
   container engine's default profile: no nested user namespaces, mounts, keyring, ptrace,
   ``bpf``, ``perf_event_open``, ``kexec``... (``SandboxConfig(seccomp=False)`` turns it off).
 
-A sandbox's directory holds a lock its owner keeps until :meth:`LocalSandbox.close`: when the
-owner dies without closing it (``kill -9``), the next sandbox start or ``knowlyr sandbox gc``
-finds the lock free and removes the directory and its cgroups (:func:`reap_local`).
+A sandbox's directory holds a lock its owner keeps until :meth:`LocalSandbox.close`. When the
+owner dies without closing it (``kill -9``), the sandbox's guard process
+(:mod:`knowlyr.sandbox._guard`) removes the directory, its cgroups and its disk quota within
+moments; should the guard be gone too, the next sandbox start or ``knowlyr sandbox gc`` finds
+the lock free and does it (:func:`reap_local`).
 
-The workspace lives on the host (``read_file``/``write_file`` are plain file operations that
-refuse paths leaving it, symlinks included), and snapshots are incremental copies
+The workspace and ``/tmp`` live on a disk quota of ``config.disk_mb`` (a loop-mounted ext4
+image: :mod:`knowlyr.sandbox._disk`; where it cannot be mounted, e.g. not as root, on the host
+disk, with a logged reason); a command that fills it fails with ``ENOSPC`` and its result
+says so. ``read_file``/``write_file`` are plain file operations on the host that refuse paths
+leaving the workspace, symlinks included; snapshots are incremental copies
 (:mod:`knowlyr.sandbox.snapshot`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import itertools
 import logging
@@ -46,6 +52,16 @@ import time
 from pathlib import Path
 
 from knowlyr.errors import BackendUnavailableError, SandboxError, WorkspacePathError
+from knowlyr.sandbox._disk import QuotaDisk, disk_available, quota_message
+from knowlyr.sandbox._guard import (
+    CGROUPS,
+    LOCK,
+    kill_cgroup,
+    reap_dir,
+    remove_cgroup,
+    start_guard,
+    stop_guard,
+)
 from knowlyr.sandbox._spawner import Spawner
 from knowlyr.sandbox._util import MAX_COMMAND_BYTES, OutputCapture, too_long, workspace_relpath
 from knowlyr.sandbox.base import ExecResult, Sandbox, SandboxConfig, past_deadline
@@ -63,8 +79,9 @@ UID_RANGE = 100_000
 _uid_counter = itertools.count()
 _cgroup_note_logged = False
 _PREFIX = "knowlyr-sb-"
-_LOCK = "owner.lock"  # flock'ed by the owning process until close(): see reap_local
-_CGROUPS = "cgroups"  # the sandbox's cgroup directories, one a line
+_LOCK = LOCK  # flock'ed by the owning process until close(): see reap_local
+_CGROUPS = CGROUPS  # the sandbox's cgroup directories, one a line
+_disk_note_logged = False
 _LEGACY_AGE_S = 3600  # a sandbox directory without a lock (older knowlyr) is reaped after this
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 # A minimal /etc, copied per sandbox and bound as one directory (one bind is cheaper than many).
@@ -184,29 +201,8 @@ class _Cgroup:
         self.procs.clear()
 
 
-def _kill_cgroup(d: Path) -> None:
-    """SIGKILL every process in cgroup ``d``."""
-    try:
-        pids = (d / "cgroup.procs").read_text().split()
-    except OSError:
-        return
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.kill(int(pid), signal.SIGKILL)
-
-
-def _remove_cgroup(d: Path) -> bool:
-    """Kill what is left in cgroup ``d`` and remove it; False if it would not go."""
-    _kill_cgroup(d)
-    for _ in range(50):
-        try:
-            d.rmdir()
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError:  # dying processes still listed: give them a moment
-            time.sleep(0.01)
-    return False
+_kill_cgroup = kill_cgroup
+_remove_cgroup = remove_cgroup
 
 
 def _cgroup_bases() -> list[Path]:
@@ -281,20 +277,15 @@ def reap_local(root: str | os.PathLike[str] | None = None) -> list[Path]:
 
 
 def _reap_dir(d: Path) -> bool:
-    """Remove an orphaned sandbox directory and its cgroups (called holding its lock)."""
+    """Remove an orphaned sandbox directory, its cgroups and its disk quota (called holding
+    its lock)."""
     try:
         recorded = [Path(line) for line in (d / _CGROUPS).read_text().splitlines() if line]
     except OSError:
         recorded = []
-    for cg in {*recorded, *(b / d.name for b in _cgroup_bases())}:
-        if cg.name == d.name and cg.is_dir():
-            _remove_cgroup(cg)
-    for _ in range(3):  # a dying process may still write into it
-        shutil.rmtree(d, ignore_errors=True)
-        if not d.exists():
-            log.info("reaped the sandbox %s (its owner died without closing it)", d)
-            return True
-        time.sleep(0.05)
+    if reap_dir(d, [*{*recorded, *(b / d.name for b in _cgroup_bases())}]):
+        log.info("reaped the sandbox %s (its owner died without closing it)", d)
+        return True
     return False
 
 
@@ -337,6 +328,8 @@ class LocalSandbox(Sandbox):
         except Exception as e:  # never let someone else's leftovers stop a start
             log.warning("reaping orphaned sandboxes under %s failed: %s", base, e)
         self._owner_fd = -1
+        self._guard = None
+        self.disk: QuotaDisk | None = None
         self.root = Path(tempfile.mkdtemp(prefix=_PREFIX, dir=base))
         try:
             # held until close(); the kernel drops it if this process dies (see reap_local).
@@ -349,8 +342,11 @@ class LocalSandbox(Sandbox):
             os.write(self._owner_fd, f"{os.getpid()}\n".encode())
             os.rename(fresh, self.root / _LOCK)
             os.chmod(self.root, 0o711)  # the sandbox uid may traverse, not list
-            self.workspace = self.root / "workspace"
-            self._tmp = self.root / "tmp"
+            self._guard = start_guard(self.root)  # removes it all if this process dies
+            self.disk = self._make_disk()
+            data = self.disk.path if self.disk is not None else self.root
+            self.workspace = data / "workspace"
+            self._tmp = data / "tmp"
             for d in (self.workspace, self._tmp):
                 d.mkdir(mode=0o755)
                 os.chown(d, self.uid, self.gid)
@@ -405,6 +401,31 @@ class LocalSandbox(Sandbox):
         except BaseException:
             self.close()
             raise
+
+    def _make_disk(self) -> QuotaDisk | None:
+        """The disk quota holding the workspace and /tmp, or None (logged once) where none
+        can be mounted."""
+        global _disk_note_logged
+        if self.config.disk_mb is None:
+            return None
+        reason = disk_available()
+        if reason is None:
+            try:
+                return QuotaDisk(self.root, self.config.disk_mb)
+            except OSError as e:
+                reason = str(e)
+        if not _disk_note_logged:
+            log.warning(
+                "sandbox disk quota skipped (the workspace is on the host disk): %s", reason
+            )
+            _disk_note_logged = True
+        return None
+
+    def _quota_note(self) -> str:
+        """The quota message when the disk quota is full, else ''."""
+        if self.disk is not None and self.disk.full():
+            return quota_message(self.disk.size_mb, "workspace and /tmp")
+        return ""
 
     # -- command line -------------------------------------------------------------------
     def _build_prefix(self) -> list[str]:
@@ -543,6 +564,8 @@ class LocalSandbox(Sandbox):
             err = f"{err}{sep}[timed out after {round(limit, 2):g}s: every process of the command was killed]\n"
         elif code < 0:  # the sandbox itself was killed by a signal (e.g. the cgroup OOM killer)
             code = 128 - code
+        if code != 0 and (note := self._quota_note()):
+            err = f"{err}{'' if not err or err.endswith(chr(10)) else chr(10)}{note}"
         return ExecResult(code, out, err, time.monotonic() - start, timed_out, t1 or t2)
 
     def _kill(self, pid: int) -> None:
@@ -619,6 +642,12 @@ class LocalSandbox(Sandbox):
             view = memoryview(payload)
             while view:
                 view = view[os.write(fd, view) :]
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT) and self.disk is not None:
+                os.ftruncate(fd, 0)  # no half-written file
+                note = quota_message(self.disk.size_mb, "workspace and /tmp")
+                raise OSError(e.errno, note.strip("[]\n")) from e
+            raise
         finally:
             os.close(fd)
 
@@ -641,12 +670,16 @@ class LocalSandbox(Sandbox):
         if getattr(self, "_closed", True):
             return
         self._closed = True
+        stop_guard(getattr(self, "_guard", None))
         spawner = getattr(self, "_spawner", None)
         if spawner is not None:
             spawner.close()
         cg = getattr(self, "_cgroup", None)
         if cg is not None:
             cg.close()
+        disk = getattr(self, "disk", None)
+        if disk is not None:
+            disk.close()
         root = getattr(self, "root", None)
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)

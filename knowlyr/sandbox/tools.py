@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import shlex
 from typing import TYPE_CHECKING
 
@@ -122,6 +123,10 @@ def write_file(path: str, content: str, *, sandbox: Sandbox) -> ToolResult:
         return ToolResult.failure(str(e), exit_code=2)
     except IsADirectoryError:
         return ToolResult.failure(f"{path} is a directory", exit_code=2)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        return ToolResult.failure(f"{path} was left empty: {e.strerror}", exit_code=1)
     n = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
     return ToolResult(
         output=f"Wrote {len(content.encode())} bytes ({n} lines) to {path}", data={"path": path}
@@ -167,7 +172,12 @@ def edit_file(path: str, old_str: str, new_str: str, *, sandbox: Sandbox) -> Too
         )
     pos = text.index(old_str)
     new_text = text[:pos] + new_str + text[pos + len(old_str) :]
-    sandbox.write_file(path, new_text)
+    try:
+        sandbox.write_file(path, new_text)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        return ToolResult.failure(f"{path} was left empty: {e.strerror}", exit_code=1)
     first = text.count("\n", 0, pos) + 1
     new_lines = new_text.splitlines(keepends=True)
     last = first + new_str.count("\n")

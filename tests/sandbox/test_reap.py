@@ -1,5 +1,6 @@
 """Sandboxes whose owner died are reaped (issue #17): by ``knowlyr sandbox gc`` and by the
-next sandbox start; sandboxes of live owners are never touched."""
+next sandbox start when the sandbox's guard died with its owner (the guard's own reaping is
+tested in test_owner_death.py); sandboxes of live owners are never touched."""
 
 from __future__ import annotations
 
@@ -23,13 +24,14 @@ from knowlyr.sandbox.local import LocalSandbox, local_available, reap_local
 REPO = Path(__file__).parents[2]
 runner = CliRunner()
 
-# Makes a local sandbox under argv[1], says where it is, then runs a long command in it.
+# Makes a local sandbox under argv[1], says its guard's pid and where it is, then runs a long
+# command in it.
 _LOCAL_OWNER = r"""
 import sys
 from knowlyr.sandbox.local import LocalSandbox
 sb = LocalSandbox(root=sys.argv[1])
 sb.exec("true")  # the spawner and the cgroup exist from here on
-print(sb.root, *sb._cgroup.dirs, flush=True)
+print(sb._guard.pid, sb.root, *sb._cgroup.dirs, flush=True)
 sb.exec(f"python3 -c 'import time; time.sleep(600)' {sys.argv[2]}", timeout=900)
 """
 
@@ -41,7 +43,7 @@ from knowlyr.sandbox.container import ContainerSandbox
 sb = ContainerSandbox(SandboxConfig(backend="container"))
 sb.snapshot()
 sb._standby["thread"].join()  # the warm standby container exists too
-print(sb.name, flush=True)
+print(sb._guard.pid, sb.name, flush=True)
 sb.exec("sleep 600", timeout=900)
 """
 
@@ -58,7 +60,10 @@ def _owner(code: str, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
     return proc, line
 
 
-def _kill(proc: subprocess.Popen[str]) -> None:
+def _kill(proc: subprocess.Popen[str], guard: str | None = None) -> None:
+    """``kill -9`` the owner (and first its guard, which would otherwise reap at once)."""
+    if guard is not None:
+        os.kill(int(guard), signal.SIGKILL)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
 
@@ -103,10 +108,10 @@ def local_ok() -> None:
 @pytest.mark.parametrize("how", ["gc", "next start"])
 def test_a_killed_owners_local_sandbox_is_reaped(sbroot, how):
     marker = f"knowlyr-reap-{uuid.uuid4().hex}"
-    owner, (root, *cgroups) = _owner(_LOCAL_OWNER, str(sbroot), marker)
+    owner, (guard, root, *cgroups) = _owner(_LOCAL_OWNER, str(sbroot), marker)
     time.sleep(0.2)  # the long command is running
     assert Path(root).is_dir() and all(Path(c).is_dir() for c in cgroups)
-    _kill(owner)
+    _kill(owner, guard)
     assert Path(root).is_dir()  # nobody closed it
     if how == "gc":
         r = runner.invoke(app, ["sandbox", "gc", "--backend", "local", "--root", str(sbroot)])
@@ -120,7 +125,7 @@ def test_a_killed_owners_local_sandbox_is_reaped(sbroot, how):
 
 def test_local_sandboxes_of_live_owners_are_left_alone(sbroot):
     marker = f"knowlyr-reap-{uuid.uuid4().hex}"
-    owner, (root, *cgroups) = _owner(_LOCAL_OWNER, str(sbroot), marker)
+    owner, (guard, root, *cgroups) = _owner(_LOCAL_OWNER, str(sbroot), marker)
     try:
         with LocalSandbox(root=str(sbroot)) as mine:  # a start reaps nothing alive
             assert reap_local(sbroot) == []
@@ -130,19 +135,20 @@ def test_local_sandboxes_of_live_owners_are_left_alone(sbroot):
             assert Path(root).is_dir() and all(Path(c).is_dir() for c in cgroups)
             assert _processes_with(marker)
     finally:
-        _kill(owner)
+        _kill(owner, guard)
     assert [p.name for p in reap_local(sbroot)] == [Path(root).name]
 
 
 def _containers(client, name: str) -> list[str]:
-    return [
-        c.name
-        for c in client.containers.list(all=True, filters={"label": f"knowlyr.sandbox={name}"})
-    ]
+    # the listing's summaries: the SDK's containers.list inspects each one, and fails when a
+    # guard or a sandbox start removes it in between
+    found = client.api.containers(all=True, filters={"label": f"knowlyr.sandbox={name}"})
+    return [(c.get("Names") or [c["Id"]])[0] for c in found]
 
 
 def _snapshots(client, name: str) -> list[str]:
-    return [t for i in client.images.list() for t in i.tags if f"knowlyr-snapshot/{name}:" in t]
+    tags = [t for i in client.api.images() for t in i.get("RepoTags") or ()]
+    return [t for t in tags if f"knowlyr-snapshot/{name}:" in t]
 
 
 # Every container sandbox start on the engine reaps dead owners too, and the suite runs other
@@ -161,10 +167,10 @@ def test_a_killed_owners_containers_are_reaped(docker_host, how):
 
     client = _client()
     for _ in range(_ATTEMPTS):
-        owner, (name,) = _owner(_CONTAINER_OWNER)
+        owner, (guard, name) = _owner(_CONTAINER_OWNER)
         # sandbox, warm standby, snapshot; nothing reaps them while the owner lives
         assert len(_containers(client, name)) == 2 and len(_snapshots(client, name)) == 1
-        _kill(owner)
+        _kill(owner, guard)
         if how == "gc":
             r = runner.invoke(app, ["sandbox", "gc", "--backend", "container"])
             assert r.exit_code == 0, r.output
@@ -180,7 +186,7 @@ def test_containers_of_live_owners_are_left_alone(docker_host):
     from knowlyr.sandbox.container import ContainerSandbox, _client, reap_containers
 
     client = _client()
-    owner, (name,) = _owner(_CONTAINER_OWNER)
+    owner, (guard, name) = _owner(_CONTAINER_OWNER)
     try:
         with ContainerSandbox(SandboxConfig(backend="container")) as mine:
             # (what other tests' dead owners left may be reaped here: not these two's)
@@ -189,7 +195,7 @@ def test_containers_of_live_owners_are_left_alone(docker_host):
             assert len(_containers(client, name)) == 2 and len(_snapshots(client, name)) == 1
             assert len(_containers(client, mine.name)) == 1
     finally:
-        _kill(owner)
+        _kill(owner, guard)
     # dead now: reaped (here, or by another test's sandbox start just before)
     reap_containers()
     assert _containers(client, name) == [] and _snapshots(client, name) == []
