@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from trl import SFTConfig
 
+from knowlyr.errors import TrainError
 from knowlyr.train._defaults import apply_device_defaults
 
 __all__ = ["KnowlyrSFTConfig"]
@@ -18,11 +19,14 @@ class KnowlyrSFTConfig(SFTConfig):
     Everything TRL's ``SFTConfig`` accepts works here. Defaults that differ from TRL:
     ``assistant_only_loss=True`` (observation masking), ``max_length=None`` (never truncate:
     chunk long trajectories at export instead), ``bf16`` only where the GPU supports it,
-    ``use_cpu`` without a GPU, ``activation_checkpointing=False``, ``report_to="none"``,
-    ``save_strategy="no"`` (the entry point saves the final model).
+    ``use_cpu`` without a GPU, ``activation_checkpointing`` on when training on CUDA and off on
+    the CPU, ``report_to="none"``, ``save_strategy="no"`` (the entry point saves the final
+    model). ``packing=True`` packs rows into ``max_length``-token budgets without padding and
+    keeps observation masking and step weights exact (see :mod:`knowlyr.train.packing`).
 
     Example:
         >>> config = KnowlyrSFTConfig(output_dir="out", step_weighted_loss=True, curriculum=True)
+        >>> packed = KnowlyrSFTConfig(output_dir="out", packing=True, max_length=4096)
     """
 
     assistant_only_loss: bool = field(
@@ -81,8 +85,28 @@ class KnowlyrSFTConfig(SFTConfig):
         },
     )
     activation_checkpointing: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Recompute activations in backward instead of keeping them (trades compute for "
+            "memory). None: on when training on CUDA, off on the CPU (tiny models)."
+        },
+    )
+    packing: bool = field(
         default=False,
-        metadata={"help": "Trade compute for memory; off by default (tiny and small models)."},
+        metadata={
+            "help": "Pack rows into budgets of max_length tokens with no padding: position_ids restart at "
+            "each row and attention never crosses rows (flash/SDPA varlen on a GPU, a block-diagonal mask "
+            "on the CPU). Observation masking, step weights and chunk context (weight 0) stay exact. "
+            "Needs max_length."
+        },
+    )
+    check_memory: bool = field(
+        default=True,
+        metadata={
+            "help": "Before training on CUDA, estimate parameters + gradients + optimizer states + one "
+            "batch's activations and stop with the options (LoRA, activation checkpointing, smaller "
+            "batch, 8-bit optimizer) when they will not fit in the free GPU memory."
+        },
     )
     gradient_checkpointing: bool | None = field(
         default=None,
@@ -99,5 +123,15 @@ class KnowlyrSFTConfig(SFTConfig):
     logging_steps: float = field(default=10, metadata={"help": "Log every X update steps."})
 
     def __post_init__(self) -> None:
+        if self.packing and self.max_length is None:
+            raise TrainError(
+                "packing=True needs max_length: the token budget of each packed row "
+                "(e.g. max_length=4096); longer rows are truncated to it"
+            )
+        if self.packing and self.curriculum:
+            raise TrainError(
+                "curriculum=True reads rows in order, and packing=True regroups them into "
+                "budgets by length; turn one of them off"
+            )
         apply_device_defaults(self)
         super().__post_init__()

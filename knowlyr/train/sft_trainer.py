@@ -9,7 +9,11 @@ What it adds to ``trl.SFTTrainer`` (everything else is TRL's):
   collator spreads the weights over a whole batch with tensor ops; the loss is TRL's, one
   forward pass, times the weights;
 - **curriculum**: rows ordered by (steps, -reward) and read in that order;
-- **LoRA** from ``lora_r`` through peft.
+- **LoRA** from ``lora_r`` through peft;
+- **padding-free packing** (``packing=True``): rows packed into ``max_length`` budgets with
+  the step weights carried per token (:mod:`knowlyr.train.packing`);
+- **a memory check** before training on CUDA that names the options when a step will not fit
+  (:func:`knowlyr.train._defaults.check_training_memory`).
 
 Example:
     >>> from knowlyr.train import KnowlyrSFTConfig, KnowlyrSFTTrainer, build_tiny_model
@@ -28,7 +32,12 @@ from trl import SFTTrainer
 from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
 from knowlyr.errors import TrainError
-from knowlyr.train._defaults import lora_config
+from knowlyr.train._defaults import (
+    check_training_memory,
+    lora_config,
+    model_memory_estimate,
+)
+from knowlyr.train.packing import PackedDataCollator, check_packed_attention, pack_rows
 from knowlyr.train.sft_config import KnowlyrSFTConfig
 
 __all__ = [
@@ -105,6 +114,12 @@ def token_weights(labels: list[int], turn_weights: list[float]) -> tuple[list[in
     """
     out, weights = spread_turn_weights(torch.tensor([labels], dtype=torch.long), [turn_weights])
     return out[0].tolist(), weights[0].tolist()
+
+
+def _per_token_weights(row: dict[str, Any]) -> dict[str, Any]:
+    """A tokenized row's ``step_weights`` spread over its tokens (weight-0 turns masked)."""
+    labels, weights = token_weights(row["labels"], row["step_weights"])
+    return {"labels": labels, "loss_weights": weights}
 
 
 def curriculum_order(dataset: Any) -> Any:
@@ -196,6 +211,13 @@ class KnowlyrSFTTrainer(SFTTrainer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         config = kwargs.get("args")
         self._step_weighted = bool(getattr(config, "step_weighted_loss", False))
+        # TRL goes padding-free with bfd packing or padding_free=True; step weights then travel
+        # per token (spread before packing) and our collator replaces TRL's after its __init__,
+        # which refuses a custom collator in that mode.
+        self._padding_free = bool(getattr(config, "padding_free", False)) or (
+            bool(getattr(config, "packing", False))
+            and getattr(config, "packing_strategy", "bfd") in ("bfd", "bfd_split")
+        )
         self._curriculum = bool(getattr(config, "curriculum", False))
         if self._curriculum and kwargs.get("train_dataset") is not None:
             kwargs["train_dataset"] = curriculum_order(kwargs["train_dataset"])
@@ -204,51 +226,140 @@ class KnowlyrSFTTrainer(SFTTrainer):
             kwargs["peft_config"] = lora_config(
                 config.lora_r, alpha=config.lora_alpha, dropout=config.lora_dropout
             )
+        collator = None
+        self._per_token_weights = False
         if self._step_weighted and kwargs.get("data_collator") is None:
             tok = kwargs.get("processing_class")
             if tok is None:
                 raise TrainError("step_weighted_loss needs processing_class= (the tokenizer)")
-            kwargs["data_collator"] = WeightedDataCollator(
+            per_token = self._padding_free or bool(getattr(config, "packing", False))
+            self._per_token_weights = per_token
+            collator = (PackedDataCollator if per_token else WeightedDataCollator)(
                 pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
-                padding_free=bool(getattr(config, "padding_free", False)),
+                padding_free=self._padding_free,
                 pad_to_multiple_of=getattr(config, "pad_to_multiple_of", None),
             )
+            if not per_token:
+                kwargs["data_collator"] = collator
         tok = kwargs.get("processing_class")
         if tok is not None and config is not None:
             use_training_template(tok, kwargs.get("train_dataset"), config)
-        if self._step_weighted and getattr(config, "packing", False):
-            raise TrainError(
-                "step_weighted_loss does not work with packing=True; turn one of them off"
-            )
         super().__init__(*args, **kwargs)
+        if self._per_token_weights:
+            self.data_collator = collator
+        if self._padding_free:
+            check_packed_attention(self.model)
 
     # -- data -----------------------------------------------------------------------------------
 
     def _prepare_dataset(
-        self, dataset: Any, processing_class: Any, args: Any, *rest: Any, **kw: Any
+        self,
+        dataset: Any,
+        processing_class: Any,
+        args: Any,
+        packing: bool,
+        formatting_func: Any = None,
+        dataset_name: str = "train",
     ) -> Any:
-        dataset = super()._prepare_dataset(dataset, processing_class, args, *rest, **kw)
-        if (
-            self._step_weighted
-            and "labels" in dataset.column_names
-            and "step_weights" not in dataset.column_names
-        ):
+        own_packing = packing and self._per_token_weights  # TRL's packing drops step_weights
+        dataset = super()._prepare_dataset(
+            dataset,
+            processing_class,
+            args,
+            packing and not own_packing,
+            formatting_func,
+            dataset_name,
+        )
+        if not self._step_weighted or "labels" not in dataset.column_names:
+            return dataset
+        if "step_weights" not in dataset.column_names:
             raise TrainError(
                 "step_weighted_loss needs a `step_weights` column (an SFT export has one); "
                 "set step_weighted_loss=False"
+            )
+        if not self._per_token_weights:
+            return dataset
+        map_kwargs: dict[str, Any] = {"num_proc": args.dataset_num_proc}
+        if hasattr(dataset, "num_rows"):  # IterableDataset.map takes no desc
+            map_kwargs["desc"] = f"Spreading step weights over {dataset_name} tokens"
+        dataset = dataset.map(_per_token_weights, remove_columns=["step_weights"], **map_kwargs)
+        if own_packing:
+            if hasattr(dataset, "num_rows"):
+                map_kwargs["desc"] = f"Packing {dataset_name} dataset"
+            dataset = pack_rows(
+                dataset, args.max_length, strategy=args.packing_strategy, map_kwargs=map_kwargs
             )
         return dataset
 
     def _set_signature_columns_if_needed(self) -> None:
         super()._set_signature_columns_if_needed()
-        if self._step_weighted and "step_weights" not in self._signature_columns:
-            self._signature_columns = [*self._signature_columns, "step_weights"]
+        extra = "loss_weights" if self._per_token_weights else "step_weights"
+        if self._step_weighted and extra not in self._signature_columns:
+            self._signature_columns = [*self._signature_columns, extra]
 
     def _get_train_sampler(self, train_dataset: Any = None) -> Any:
         if self._curriculum:
             ds = train_dataset if train_dataset is not None else self.train_dataset
             return torch.utils.data.SequentialSampler(ds)
         return super()._get_train_sampler(train_dataset)
+
+    # -- memory ---------------------------------------------------------------------------------
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_gpu_memory()
+        return super().train(*args, **kwargs)
+
+    def _batch_tokens(self) -> int:
+        """Tokens in the largest batch: packed budgets, else the longest rows padded."""
+        args, batch = self.args, self.args.per_device_train_batch_size
+        if args.packing:
+            return batch * args.max_length
+        longest = 0
+        ds = self.train_dataset
+        if ds is not None and hasattr(ds, "data") and "input_ids" in ds.column_names:
+            import pyarrow.compute as pc
+
+            longest = pc.max(pc.list_value_length(ds.data.column("input_ids"))).as_py() or 0
+        if args.max_length is not None:
+            longest = min(longest, args.max_length) if longest else args.max_length
+        return batch * longest
+
+    def _check_gpu_memory(self) -> None:
+        """On CUDA, stop before training when one step will not fit, naming the options."""
+        if not getattr(self.args, "check_memory", False) or self.args.device.type != "cuda":
+            return
+        tokens = self._batch_tokens()
+        model = self.model
+        est = model_memory_estimate(model, self.args, tokens)
+        if est is None or tokens == 0:
+            return
+        free, _ = torch.cuda.mem_get_info(self.args.device)
+        resident = sum(
+            p.numel() * p.element_size() for p in model.parameters() if p.device.type == "cuda"
+        )
+        n_params = sum(p.numel() for p in model.parameters())
+        lora = n_params // 100  # an adapter is about 1% of the weights at rank 16
+        alternatives = {
+            "lora": None
+            if getattr(model, "peft_config", None)
+            else model_memory_estimate(model, self.args, tokens, n_trainable=lora),
+            "activation_checkpointing": None
+            if self.args.activation_checkpointing
+            else model_memory_estimate(model, self.args, tokens, activation_checkpointing=True),
+            "smaller_batch": model_memory_estimate(
+                model, self.args, max(tokens // max(self.args.per_device_train_batch_size, 1), 1)
+            ),
+            "optim_8bit": None
+            if "8bit" in str(self.args.optim)
+            else model_memory_estimate(model, self.args, tokens, optim="adamw_8bit"),
+        }
+        check_training_memory(
+            est,
+            free,
+            resident_bytes=resident,
+            device=str(self.args.device),
+            alternatives=alternatives,
+        )
 
     # -- loss -----------------------------------------------------------------------------------
 
@@ -287,5 +398,8 @@ class KnowlyrSFTTrainer(SFTTrainer):
             self._total_train_tokens += (
                 self.accelerator.gather_for_metrics(inputs["attention_mask"].sum()).sum().item()
             )
+        elif mode == "train" and "position_ids" in inputs:  # padding-free: every token is real
+            n = torch.tensor(inputs["position_ids"].size(1), device=inputs["position_ids"].device)
+            self._total_train_tokens += self.accelerator.gather_for_metrics(n).sum().item()
         self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
         return (loss, outputs) if return_outputs else loss
