@@ -100,18 +100,28 @@ def serve(
 @mcp_app.command("tools")
 def tools(
     as_json: bool = typer.Option(False, "--json", help="Print the input JSON Schemas."),
+    width: int = typer.Option(100, help="Wrap the descriptions at this many columns."),
 ) -> None:
-    """List the tools the server offers (with --json: each input's JSON Schema)."""
+    """List the tools the server offers and what each does (with --json: each input's JSON
+    Schema)."""
     import inspect
+    import textwrap
 
     from knowlyr.mcp import TOOLS
 
     if as_json:
         typer.echo(
-            json.dumps(
-                {n: model.model_json_schema() for n, (model, _, _) in TOOLS.items()}, indent=2
-            )
+            json.dumps({n: spec.input.model_json_schema() for n, spec in TOOLS.items()}, indent=2)
         )
         return
-    for name, (_, impl, _) in TOOLS.items():
-        typer.echo(f"{name:20} {(inspect.getdoc(impl) or '').splitlines()[0]}")
+    column = max(map(len, TOOLS)) + 2
+    for name, spec in TOOLS.items():
+        doc = inspect.getdoc(spec.impl) or ""
+        paragraphs = [" ".join(p.split()) for p in doc.split("\n\n") if p.strip()]
+        lines: list[str] = []
+        for i, text in enumerate(paragraphs):
+            first = name.ljust(column) if i == 0 else " " * column
+            lines += textwrap.wrap(text, max(width, column + 20), initial_indent=first,
+                                   subsequent_indent=" " * column, break_on_hyphens=False,
+                                   break_long_words=False)  # fmt: skip
+        typer.echo("\n".join(lines or [name]))

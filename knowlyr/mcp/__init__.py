@@ -1,7 +1,8 @@
 """knowlyr's pipeline as Model Context Protocol tools, for Claude Desktop, Claude Code or any
 MCP client (``knowlyr mcp serve``; needs ``pip install 'knowlyr-gym[mcp]'``).
 
-Nineteen tools, each a typed input (:mod:`knowlyr.mcp.models`) around one library call:
+Nineteen tools, each a typed input (:mod:`knowlyr.mcp.models`) and a typed result
+(:mod:`knowlyr.mcp.results`) around one library call:
 
 - sandbox: ``create_sandbox``, ``execute_tool``, ``reset_sandbox``, ``replay_trajectory``,
   ``sandbox_snapshot`` (persistent sandboxes by id, :mod:`knowlyr.sandbox.persistent`);
@@ -21,7 +22,7 @@ Example:
 from __future__ import annotations
 
 from knowlyr.mcp.roots import OutsideRootsError, Roots
-from knowlyr.mcp.server import TOOLS, ServerSettings, ServerState, create_server, serve
+from knowlyr.mcp.server import TOOLS, ServerSettings, ServerState, ToolSpec, create_server, serve
 
 __all__ = [
     "TOOLS",
@@ -29,6 +30,7 @@ __all__ = [
     "Roots",
     "ServerSettings",
     "ServerState",
+    "ToolSpec",
     "create_server",
     "serve",
 ]

@@ -283,17 +283,32 @@ def reward_leaderboard(
 def export_dataset(
     state: ServerState, inp: m.ExportDatasetInput, progress: Progress
 ) -> dict[str, Any]:
-    """Export trajectories as an SFT, DPO or GRPO dataset folder (Hugging Face datasets + card)."""
+    """Export trajectories as an SFT, DPO or GRPO dataset folder (Hugging Face datasets + card).
+
+    The trajectories come from `paths`, from `store`, or (neither given) from the server's
+    store."""
+    from pathlib import Path
+
     from knowlyr.export import DEFAULT_SYSTEM_PROMPT, export_dpo, export_grpo, export_sft
     from knowlyr.export.sft_parallel import store_documents
 
     trajs: list[Any] = []  # the logs' trajectories, then the store's validated documents
     if inp.paths:
         trajs += _convert(state, inp.paths, None).trajectories
-    if inp.store is not None:
-        trajs += store_documents(state.open_store(inp.store).url)
+    store = None
+    if inp.store is not None or not inp.paths:
+        store = state.roots.store(inp.store)
+        if not Path(store).is_dir():
+            raise ConfigError(
+                f"no store at {store}: fill it with process_log / process_logs_batch, or give "
+                "`paths` (trajectory files or agent logs)"
+            )
+        trajs += store_documents(state.open_store(store).url)
     if not trajs:
-        raise ConfigError("no trajectories: the paths hold none and the store is empty")
+        where = " and ".join(x for x in ("`paths`" if inp.paths else "", store or "") if x)
+        raise ConfigError(
+            f"no trajectories in {where}: give `paths` holding some, or fill the store first"
+        )
     out = state.roots.output(inp.output)
     if inp.kind == "sft":
         result = export_sft(trajs, system_prompt=DEFAULT_SYSTEM_PROMPT, validated=True,
@@ -313,4 +328,4 @@ def export_dataset(
         )
     result.save(out)
     return {"kind": card.kind, "rows": card.rows, "trajectories": card.trajectories,
-            "rejected": dict(card.rejected), "output": str(out)}  # fmt: skip
+            "rejected": dict(card.rejected), "output": str(out), "store": store}  # fmt: skip

@@ -1,7 +1,9 @@
 """Typed inputs of the MCP tools: each model is the JSON Schema a client sees for one tool.
 
 Paths are strings resolved against the server's allowed roots (relative ones against the
-first root); see :mod:`knowlyr.mcp.roots`.
+first root); see :mod:`knowlyr.mcp.roots`. A rule between arguments ("``paths`` when there is
+no ``trajectory``") is in the schema too, as ``if``/``then``/``else``: clients such as the
+Anthropic API refuse a ``oneOf`` / ``anyOf`` / ``allOf`` at the top of a tool's schema.
 """
 
 from __future__ import annotations
@@ -61,6 +63,15 @@ _TRAJECTORY = Field(
 
 
 class _OneTrajectory(_Input):
+    # exactly one of trajectory / path
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"required": ["trajectory"]},
+            "then": {"not": {"required": ["path"]}},
+            "else": {"required": ["path"]},
+        }
+    )
+
     trajectory: dict[str, Any] | str | None = _TRAJECTORY
     path: str | None = Field(
         None,
@@ -150,10 +161,19 @@ class RecorderDiffInput(_Input):
 
 # -- reward -----------------------------------------------------------------------------
 class ScoreTrajectoryInput(_Input):
+    # `paths` is required when `trajectory` is not given
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"not": {"required": ["trajectory"]}},
+            "then": {"required": ["paths"], "properties": {"paths": {"minItems": 1}}},
+        }
+    )
+
     trajectory: dict[str, Any] | str | None = _TRAJECTORY
     paths: list[str] = Field(
         default_factory=list,
-        description="Or agent logs / trajectory JSONL files inside the roots (every record is scored).",
+        description="Agent logs / trajectory JSONL files inside the roots (every record is "
+        "scored); required when `trajectory` is not given.",
     )
     domain: str = Field("generic", description="Domain profile (see list_rubrics).")
     weights: dict[str, float] | None = Field(None, description="Override rubric weights.")
@@ -205,19 +225,32 @@ class RewardLeaderboardInput(_Input):
 
 # -- pipeline ---------------------------------------------------------------------------
 class RunPipelineInput(_Input):
+    # `logs` is required by the ingest pipeline (the default) and refused by the others
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"pipeline": {"const": "ingest"}}},
+            "then": {"required": ["logs"], "properties": {"logs": {"minItems": 1}}},
+            "else": {"properties": {"logs": {"maxItems": 0}}},
+        }
+    )
+
     pipeline: Literal["ingest", "reward", "export"] = Field(
         "ingest",
         description="ingest: logs -> store (dedup) -> rewards; reward: score the store's "
         "unscored trajectories; export: a SFT/DPO/GRPO dataset version from the store.",
     )
     logs: list[str] = Field(
-        default_factory=list, description="ingest: log files or directories inside the roots."
+        default_factory=list,
+        description="Log files or directories inside the roots: required by ingest, refused by "
+        "reward and export.",
     )
     store: str | None = _STORE
     parameters: dict[str, Any] = Field(
         default_factory=dict,
         description="Further fields of the flow's parameters (flows/ingest.py IngestParams, "
-        "flows/reward.py RewardFlowParams, flows/export.py ExportFlowParams).",
+        "flows/reward.py RewardFlowParams, flows/export.py ExportFlowParams); `store` and "
+        "`logs` are arguments of their own.",
+        json_schema_extra={"propertyNames": {"not": {"enum": ["store_url", "logs"]}}},
     )
 
 
@@ -227,18 +260,16 @@ class ExportDatasetInput(_Input):
         default_factory=list,
         description="Trajectory JSONL files or agent logs inside the roots.",
     )
-    store: str | None = Field(None, description="Also read every trajectory of this store.")
+    store: str | None = Field(
+        None,
+        description="Also read every trajectory of this store, inside the roots (default when "
+        "`paths` is empty: the server's store, <first root>/.knowlyr/store).",
+    )
     output: str = Field(..., description="Folder to write the dataset to, inside the roots.")
     include_failed: bool = Field(False, description="sft: keep unsuccessful trajectories.")
     min_reward: float | None = Field(None, description="sft: drop trajectories below this reward.")
     min_margin: float = Field(0.1, ge=0, description="dpo: smallest reward gap of a pair.")
     min_group_size: int = Field(1, ge=1, description="grpo: drop tasks with fewer trajectories.")
-
-    @model_validator(mode="after")
-    def _some_input(self) -> ExportDatasetInput:
-        if not self.paths and self.store is None:
-            raise ValueError("give `paths` (trajectory files) or `store`")
-        return self
 
 
 class ProcessLogInput(_Input):
@@ -258,4 +289,14 @@ class ProcessLogsBatchInput(_Input):
 
 
 class PipelineStatusInput(_Input):
-    flow_run_id: str = Field(..., description="The flow run id run_pipeline returned.")
+    flow_run_id: str | None = Field(
+        None,
+        description="A flow run id run_pipeline returned: its Prefect state and task runs, and "
+        "only the store runs made while it ran (default: the store's recent runs alone).",
+    )
+    store: str | None = Field(
+        None,
+        description="The store whose runs to list, inside the roots (default: <first "
+        "root>/.knowlyr/store; give the one run_pipeline was given).",
+    )
+    limit: int = Field(10, ge=1, le=100, description="Most store runs to list, newest first.")

@@ -8,6 +8,8 @@ Prefect stays out of ``knowlyr/``: the two Prefect-facing tools import :mod:`flo
 from __future__ import annotations
 
 import importlib
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from knowlyr.errors import ConfigError
@@ -16,6 +18,7 @@ from knowlyr.mcp.data_tools import Progress, load_trajectory
 
 if TYPE_CHECKING:
     from knowlyr.mcp.server import ServerState
+    from knowlyr.store import Store
 
 __all__ = [
     "create_sandbox",
@@ -176,11 +179,86 @@ def run_pipeline(state: ServerState, inp: m.RunPipelineInput, progress: Progress
     progress(0, 2, f"creating a {inp.pipeline} flow run")
     run = _runs().start_flow_run(inp.pipeline, params)
     progress(2, 2, f"flow run {run['flow_run_id']} started ({run['how']})")
-    return {"pipeline": inp.pipeline, **run}
+    return {"pipeline": inp.pipeline, **run, "store": params["store_url"]}
+
+
+_FAILED = ("FAILED", "CRASHED")
+_SLACK = timedelta(seconds=2)  # clocks of the flow's process and Prefect's server
 
 
 def pipeline_status(
     state: ServerState, inp: m.PipelineStatusInput, progress: Progress
 ) -> dict[str, Any]:
-    """The state of a pipeline's flow run and of its stages' task runs, read from Prefect."""
-    return _runs().flow_run_status(inp.flow_run_id)
+    """What the pipeline did: a flow run's Prefect state and task runs (with `flow_run_id`),
+    and the store's recent runs, each with its stage, status, the table versions it wrote and
+    their row counts, its times and its error."""
+    flow_run = None
+    if inp.flow_run_id is not None:
+        flow_run = _runs().flow_run_status(inp.flow_run_id)
+        flow_run["error"] = flow_run["message"] if flow_run["state"] in _FAILED else None
+    url = state.roots.store(inp.store)
+    runs = _store_runs(url, inp.limit, flow_run)
+    return {"store": url, "flow_run": flow_run, "runs": runs}
+
+
+def _store_runs(url: str, limit: int, flow_run: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs of the store at ``url`` (those made during ``flow_run`` when
+    given), with row counts of the table versions they wrote; none when there is no store."""
+    if not Path(url).is_dir():
+        return []
+    from knowlyr.store import Store
+
+    store = Store.open(url)
+    if "runs" not in store.tables():
+        return []
+    records = store.runs()
+    if flow_run is not None:
+        start, end = flow_run["start_time"], flow_run["end_time"]
+        if start is None:
+            return []  # not started: it has made nothing yet
+        lo = datetime.fromisoformat(start) - _SLACK
+        hi = datetime.fromisoformat(end) + _SLACK if end else None
+        records = [
+            r for r in records
+            if r.started_at is not None and r.started_at >= lo and (hi is None or r.started_at <= hi)
+        ]  # fmt: skip
+    out = []
+    for r in reversed(records[-limit:]):
+        tables, blobs = {}, {}
+        for name, ref in r.outputs.items():
+            if isinstance(ref, str):
+                blobs[name] = ref
+            else:
+                tables[name] = _table_count(store, name, ref)
+        seconds = None
+        if r.started_at is not None and r.ended_at is not None:
+            seconds = round((r.ended_at - r.started_at).total_seconds(), 3)
+        out.append({"run_id": r.run_id, "stage": r.stage, "status": r.status,
+                    "started_at": r.started_at, "ended_at": r.ended_at, "seconds": seconds,
+                    "tables": tables, "blobs": blobs, "params": _short(r.params),
+                    "error": r.error})  # fmt: skip
+    return out
+
+
+def _table_count(store: Store, table: str, version: int) -> dict[str, Any]:
+    """Rows of ``table`` at ``version`` and how many that version added (None: unreadable,
+    e.g. vacuumed)."""
+    if version < 0:
+        return {"version": version, "rows": 0, "added": 0}
+    try:
+        rows = store.count(table, version=version)
+        before = store.count(table, version=version - 1) if version > 0 else 0
+    except Exception:  # an old version may be gone (vacuum); the run is still worth showing
+        return {"version": version, "rows": None, "added": None}
+    return {"version": version, "rows": rows, "added": max(rows - before, 0)}
+
+
+def _short(value: Any, limit: int = 200) -> Any:
+    """``value`` with every string longer than ``limit`` cut, saying how long it was."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]}... ({len(value):,} characters)"
+    if isinstance(value, dict):
+        return {k: _short(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_short(v, limit) for v in value]
+    return value

@@ -2,15 +2,18 @@
 
 :func:`create_server` builds an :class:`mcp.server.mcpserver.MCPServer` whose tools are the
 functions of :mod:`knowlyr.mcp.pipeline_tools` and :mod:`knowlyr.mcp.data_tools`, each with a
-typed input (:mod:`knowlyr.mcp.models`) that clients see as its JSON Schema. Around every
-call the server:
+typed input (:mod:`knowlyr.mcp.models`, the tool's inputSchema) and a typed result
+(:mod:`knowlyr.mcp.results`, its outputSchema). Around every call the server:
 
 - refuses arguments larger than ``max_argument_bytes`` (as JSON) before anything runs;
 - validates them against the input model;
 - runs the library call on a worker thread (so other clients are served meanwhile), with a
   progress callback that becomes MCP progress notifications when the client asked for them;
-- turns every exception into an MCP tool error (``isError``) whose text says what was wrong:
-  a bad call never takes the server down.
+- checks the result against the result model and sends it as compact JSON text and as
+  ``structuredContent`` (timestamps in ISO 8601 UTC);
+- turns every exception into an MCP tool error (``isError``) of one line that says what was
+  wrong and how to fix it (bad arguments name the argument and its allowed values): a bad
+  call never takes the server down.
 
 Every path a tool reads or writes goes through :class:`~knowlyr.mcp.roots.Roots`. Sandboxes
 live in a :class:`~knowlyr.sandbox.persistent.SandboxManager` closed when the server stops
@@ -30,7 +33,7 @@ import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 
 import anyio
 import anyio.from_thread
@@ -42,6 +45,7 @@ from knowlyr.errors import ConfigError, KnowlyrError
 from knowlyr.mcp import data_tools as dt
 from knowlyr.mcp import models as m
 from knowlyr.mcp import pipeline_tools as pt
+from knowlyr.mcp import results as r
 from knowlyr.mcp.roots import Roots
 from knowlyr.sandbox.base import SandboxConfig
 from knowlyr.sandbox.persistent import SandboxManager
@@ -51,33 +55,61 @@ if TYPE_CHECKING:
 
     from knowlyr.store import Store
 
-__all__ = ["TOOLS", "ServerSettings", "ServerState", "create_server", "serve"]
+__all__ = ["TOOLS", "ServerSettings", "ServerState", "ToolSpec", "create_server", "serve"]
 
 log = logging.getLogger("knowlyr.mcp")
 
 Impl = Callable[["ServerState", Any, dt.Progress], dict[str, Any]]
 
-# name -> (input model, implementation, read-only?)
-TOOLS: dict[str, tuple[type[BaseModel], Impl, bool]] = {
-    "create_sandbox": (m.CreateSandboxInput, pt.create_sandbox, False),
-    "execute_tool": (m.ExecuteToolInput, pt.execute_tool, False),
-    "reset_sandbox": (m.ResetSandboxInput, pt.reset_sandbox, False),
-    "replay_trajectory": (m.ReplayTrajectoryInput, pt.replay_trajectory, False),
-    "sandbox_snapshot": (m.SandboxSnapshotInput, pt.sandbox_snapshot, False),
-    "convert_logs": (m.ConvertLogsInput, dt.convert_logs, False),
-    "validate_logs": (m.ValidateLogsInput, dt.validate_logs, True),
-    "get_schema": (m.GetSchemaInput, dt.get_schema, True),
-    "recorder_diff": (m.RecorderDiffInput, dt.recorder_diff, True),
-    "score_trajectory": (m.ScoreTrajectoryInput, dt.score_trajectory, False),
-    "build_preferences": (m.BuildPreferencesInput, dt.build_preferences, False),
-    "calibrate_reward": (m.CalibrateRewardInput, dt.calibrate_reward, False),
-    "list_rubrics": (m.ListRubricsInput, dt.list_rubrics, True),
-    "reward_leaderboard": (m.RewardLeaderboardInput, dt.reward_leaderboard, True),
-    "run_pipeline": (m.RunPipelineInput, pt.run_pipeline, False),
-    "export_dataset": (m.ExportDatasetInput, dt.export_dataset, False),
-    "process_log": (m.ProcessLogInput, pt.process_log, False),
-    "process_logs_batch": (m.ProcessLogsBatchInput, pt.process_logs_batch, False),
-    "pipeline_status": (m.PipelineStatusInput, pt.pipeline_status, True),
+
+class ToolSpec(NamedTuple):
+    """One tool: its input model (the inputSchema), its result model (the outputSchema), the
+    library call and whether it only reads."""
+
+    input: type[BaseModel]
+    result: type[BaseModel]
+    impl: Impl
+    read_only: bool
+
+
+TOOLS: dict[str, ToolSpec] = {
+    "create_sandbox": ToolSpec(m.CreateSandboxInput, r.SandboxResult, pt.create_sandbox, False),
+    "execute_tool": ToolSpec(m.ExecuteToolInput, r.ToolCallResult, pt.execute_tool, False),
+    "reset_sandbox": ToolSpec(m.ResetSandboxInput, r.ResetSandboxResult, pt.reset_sandbox, False),
+    "replay_trajectory": ToolSpec(
+        m.ReplayTrajectoryInput, r.ReplayTrajectoryResult, pt.replay_trajectory, False
+    ),
+    "sandbox_snapshot": ToolSpec(
+        m.SandboxSnapshotInput, r.SandboxSnapshotResult, pt.sandbox_snapshot, False
+    ),
+    "convert_logs": ToolSpec(m.ConvertLogsInput, r.ConvertLogsResult, dt.convert_logs, False),
+    "validate_logs": ToolSpec(m.ValidateLogsInput, r.ValidateLogsResult, dt.validate_logs, True),
+    "get_schema": ToolSpec(m.GetSchemaInput, r.GetSchemaResult, dt.get_schema, True),
+    "recorder_diff": ToolSpec(m.RecorderDiffInput, r.RecorderDiffResult, dt.recorder_diff, True),
+    "score_trajectory": ToolSpec(
+        m.ScoreTrajectoryInput, r.ScoreTrajectoryResult, dt.score_trajectory, False
+    ),
+    "build_preferences": ToolSpec(
+        m.BuildPreferencesInput, r.BuildPreferencesResult, dt.build_preferences, False
+    ),
+    "calibrate_reward": ToolSpec(
+        m.CalibrateRewardInput, r.CalibrateRewardResult, dt.calibrate_reward, False
+    ),
+    "list_rubrics": ToolSpec(m.ListRubricsInput, r.ListRubricsResult, dt.list_rubrics, True),
+    "reward_leaderboard": ToolSpec(
+        m.RewardLeaderboardInput, r.RewardLeaderboardResult, dt.reward_leaderboard, True
+    ),
+    "run_pipeline": ToolSpec(m.RunPipelineInput, r.RunPipelineResult, pt.run_pipeline, False),
+    "export_dataset": ToolSpec(
+        m.ExportDatasetInput, r.ExportDatasetResult, dt.export_dataset, False
+    ),
+    "process_log": ToolSpec(m.ProcessLogInput, r.ProcessLogResult, pt.process_log, False),
+    "process_logs_batch": ToolSpec(
+        m.ProcessLogsBatchInput, r.ProcessLogResult, pt.process_logs_batch, False
+    ),
+    "pipeline_status": ToolSpec(
+        m.PipelineStatusInput, r.PipelineStatusResult, pt.pipeline_status, True
+    ),
 }
 
 
@@ -143,29 +175,66 @@ class ServerState:
         self.sandboxes.close_all()
 
 
-def _message(e: BaseException) -> str:
-    """An exception as the text a client reads: what was wrong, the field, the fix."""
+def _value(v: Any) -> str:
+    text = repr(v)
+    return " ".join(text.split()) if len(text) <= 60 else " ".join(text[:57].split()) + "..."
+
+
+def _problem(err: Any, fields: dict[str, Any] | None) -> str:
+    """One pydantic error as a clause: the argument, what it must be, and what came."""
+    loc = ".".join(str(x) for x in err["loc"])
+    kind, msg, got = err["type"], err["msg"], err.get("input")
+    if kind == "missing":
+        desc = fields[loc].description if fields and loc in fields else None
+        return f"`{loc}` is required" + (f" ({desc.rstrip('.')})" if desc else "")
+    if kind == "extra_forbidden":
+        known = ", ".join(fields or ())
+        return f"`{loc}` is not an argument of this tool" + (
+            f" (it takes {known})" if known else ""
+        )
+    if kind in ("literal_error", "enum"):
+        return f"`{loc}` must be one of {err['ctx']['expected']}, got {_value(got)}"
+    if kind.startswith(("value_error", "assertion_error")) or not loc:
+        return msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return f"`{loc}`: {msg[0].lower()}{msg[1:]}, got {_value(got)}"
+
+
+def _invalid(e: ValidationError, fields: dict[str, Any] | None = None) -> str:
+    """A validation error as one line: each bad argument (three at most) and its fix."""
+    errors = e.errors()
+    parts = [_problem(err, fields) for err in errors[:3]]
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "invalid arguments: " + "; ".join(parts) + more + "; fix them and call again"
+
+
+def _message(e: BaseException, fields: dict[str, Any] | None = None) -> str:
+    """An exception as the one line a client reads: what was wrong, the field, the fix."""
     if isinstance(e, ValidationError):
-        parts = []
-        for err in e.errors()[:5]:
-            loc = ".".join(str(x) for x in err["loc"])
-            parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
-        return "invalid arguments: " + "; ".join(parts)
+        return _invalid(e, fields)
     if isinstance(e, KnowlyrError | ValueError | OSError | KeyError | LookupError):
         text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        return text or type(e).__name__
-    return f"{type(e).__name__}: {e}"
+        cause = e.__cause__
+        if isinstance(cause, ValidationError) and str(cause) in text:  # e.g. a flow's params
+            text = text.replace(str(cause), _invalid(cause).removeprefix("invalid arguments: "))
+        text = text or type(e).__name__
+    else:
+        text = f"{type(e).__name__}: {e}"
+    return " ".join(text.split())
 
 
-def _tool_function(state: ServerState, name: str, model: type[BaseModel], impl: Impl) -> Any:
-    """An async function whose signature is ``model``'s fields (so the SDK publishes the
-    model's schema) that validates, runs ``impl`` on a worker thread and maps errors."""
+def _tool_function(state: ServerState, name: str, spec: ToolSpec) -> Any:
+    """An async function whose signature is the input model's fields and whose return
+    annotation is the result model (so the SDK publishes both schemas) that validates, runs
+    the library call on a worker thread, checks the result against its model and sends it as
+    compact JSON; every error becomes a one-line tool error."""
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import CallToolResult, TextContent
 
     limit = state.settings.max_argument_bytes
+    model, result = spec.input, spec.result
 
-    async def call(**kwargs: Any) -> dict[str, Any]:
+    async def call(**kwargs: Any) -> CallToolResult:
         ctx: Context = kwargs.pop("ctx")
         size = len(orjson.dumps(kwargs, default=str))
         if size > limit:
@@ -177,15 +246,21 @@ def _tool_function(state: ServerState, name: str, model: type[BaseModel], impl: 
         def progress(done: float, total: float | None = None, message: str | None = None) -> None:
             anyio.from_thread.run(ctx.report_progress, done, total, message)
 
-        def run() -> dict[str, Any]:
-            return impl(state, model.model_validate(kwargs), progress)
+        def run() -> CallToolResult:
+            out = spec.impl(state, model.model_validate(kwargs), progress)
+            # NaN (an undefined statistic) becomes null on the way through JSON
+            text = orjson.dumps(result.model_validate(out).model_dump(mode="json"))
+            return CallToolResult(
+                content=[TextContent(type="text", text=text.decode())],
+                structured_content=orjson.loads(text),
+            )
 
         try:
             return await anyio.to_thread.run_sync(run)
         except Exception as e:
             if not isinstance(e, KnowlyrError | ValidationError | ValueError | OSError | KeyError):
                 log.exception("tool %s failed", name)
-            raise ToolError(_message(e)) from e
+            raise ToolError(_message(e, model.model_fields)) from e
 
     params = [
         inspect.Parameter(
@@ -194,21 +269,50 @@ def _tool_function(state: ServerState, name: str, model: type[BaseModel], impl: 
         for fname, f in model.model_fields.items()
     ]
     params.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context))
-    call.__signature__ = inspect.Signature(params, return_annotation=dict[str, Any])  # type: ignore[attr-defined]
-    call.__annotations__ = {"ctx": Context, "return": dict[str, Any]}
+    call.__signature__ = inspect.Signature(params, return_annotation=result)  # type: ignore[attr-defined]
+    call.__annotations__ = {"ctx": Context, "return": result}
     call.__name__ = call.__qualname__ = name
-    call.__doc__ = inspect.getdoc(impl)
+    call.__doc__ = inspect.getdoc(spec.impl)
     return call
 
 
 def create_server(state: ServerState, *, name: str = "knowlyr") -> MCPServer:
-    """The MCP server with every tool of :data:`TOOLS` bound to ``state``."""
+    """The MCP server with every tool of :data:`TOOLS` bound to ``state``.
+
+    Each tool's inputSchema is its input model's JSON Schema (so the rules between arguments,
+    e.g. "``paths`` when no ``trajectory``", are in it) and its outputSchema its result
+    model's.
+    """
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.tools import Tool
     from mcp.types import ToolAnnotations
 
     from knowlyr import __version__
 
-    server: MCPServer = MCPServer(
+    class Server(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as e:
+                # arguments the SDK refused before the tool ran: one line, not pydantic's dump
+                if isinstance(e.__cause__, ValidationError) and name in TOOLS:
+                    fields = TOOLS[name].input.model_fields
+                    raise ToolError(
+                        f"Error executing tool {name}: {_message(e.__cause__, fields)}"
+                    ) from e.__cause__
+                raise
+
+    tools = []
+    for tool_name, spec in TOOLS.items():
+        tool = Tool.from_function(
+            _tool_function(state, tool_name, spec),
+            name=tool_name,
+            annotations=ToolAnnotations(read_only_hint=spec.read_only, open_world_hint=False),
+        )
+        tool.parameters = spec.input.model_json_schema()
+        tools.append(tool)
+    server: MCPServer = Server(
         name,
         version=__version__,
         instructions="knowlyr-gym's pipeline: persistent sandboxes (create_sandbox, then "
@@ -219,13 +323,8 @@ def create_server(state: ServerState, *, name: str = "knowlyr") -> MCPServer:
         "run_pipeline + pipeline_status). Paths must lie inside the server's allowed roots: "
         + ", ".join(map(str, state.roots.roots)),
         log_level="WARNING",
+        tools=tools,
     )
-    for tool_name, (model, impl, read_only) in TOOLS.items():
-        server.add_tool(
-            _tool_function(state, tool_name, model, impl),
-            name=tool_name,
-            annotations=ToolAnnotations(read_only_hint=read_only, open_world_hint=False),
-        )
     return server
 
 

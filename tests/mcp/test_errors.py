@@ -182,7 +182,7 @@ def test_run_pipeline_starts_a_deployment_when_the_server_has_one(
             )
     run = session.ok("run_pipeline", {"pipeline": "reward"})
     assert (run["how"], run["deployment"]) == ("deployment", "reward/ad-hoc")
-    status = session.ok("pipeline_status", {"flow_run_id": run["flow_run_id"]})
+    status = session.ok("pipeline_status", {"flow_run_id": run["flow_run_id"]})["flow_run"]
     assert status["state"] == "SCHEDULED" and status["deployment_id"]  # waits for a worker
     msg = session.error("pipeline_status", {"flow_run_id": "00000000-0000-0000-0000-000000000000"})
     assert "Prefect has no flow run" in msg

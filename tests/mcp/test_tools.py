@@ -174,7 +174,7 @@ def test_pipeline_tools(session: Session, root: Path):
     assert run["how"] == "in-process"
     deadline = time.monotonic() + 120
     while True:
-        status = session.ok("pipeline_status", {"flow_run_id": run["flow_run_id"]})
+        status = session.ok("pipeline_status", {"flow_run_id": run["flow_run_id"]})["flow_run"]
         if status["final"] or time.monotonic() > deadline:
             break
         time.sleep(0.5)
