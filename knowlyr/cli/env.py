@@ -5,6 +5,8 @@ Examples::
     knowlyr env serve knowlyr/conversation                 # http://127.0.0.1:8400/knowlyr/conversation
     knowlyr env serve knowlyr/sandbox --port 0 --max-episodes 32
     KNOWLYR_ENV_TOKEN=s3cret knowlyr env serve knowlyr/sandbox --host 0.0.0.0
+    knowlyr env serve knowlyr/sandbox --host 10.0.0.5 --allowed-host envs.internal
+    knowlyr env serve knowlyr/conversation --no-token      # loopback only: any local process may call it
     knowlyr env serve my-project/my-env --import my_project.envs   # an env your module registers
 """
 
@@ -30,7 +32,9 @@ def install(app: typer.Typer) -> None:
 def serve(
     env_id: str = typer.Argument(..., help="A registered env id, e.g. knowlyr/conversation."),
     host: str = typer.Option(
-        "127.0.0.1", help="Address to listen on; a non-loopback one needs --token."
+        "127.0.0.1",
+        help="Address to listen on; requests must name it in their Host header (a loopback "
+        "one: any loopback name).",
     ),
     port: int = typer.Option(8400, help="Port to listen on; 0 picks a free one."),
     max_episodes: int = typer.Option(64, help="Episode slots (env instances) open at once."),
@@ -40,8 +44,21 @@ def serve(
     token: str = typer.Option(
         None,
         envvar="KNOWLYR_ENV_TOKEN",
-        help="Bearer token clients must send [default: $KNOWLYR_ENV_TOKEN].",
+        help="Bearer token clients must send [default: $KNOWLYR_ENV_TOKEN, else a new one, "
+        "printed at start].",
         show_default=False,
+    ),
+    no_token: bool = typer.Option(
+        False,
+        "--no-token",
+        help="Serve without a token (loopback only): any process on this machine may open "
+        "episodes.",
+    ),
+    allowed_hosts: list[str] = typer.Option(
+        [],
+        "--allowed-host",
+        help="Another name clients reach the server by (a DNS name, a proxy's); repeatable. "
+        "Other Host headers get 421.",
     ),
     env_kwargs: str = typer.Option(
         None, help='JSON object of env arguments for every slot, e.g. \'{"family": "refund"}\'.'
@@ -50,8 +67,13 @@ def serve(
         [], "--import", help="Import this module first (one that registers your env); repeatable."
     ),
 ) -> None:
-    """Serve ENV_ID until Ctrl-C: clients use knowlyr.make("http://HOST:PORT/ENV_ID")."""
-    from knowlyr.envs.server import check_bind
+    """Serve ENV_ID until Ctrl-C: clients use knowlyr.make("http://HOST:PORT/ENV_ID").
+
+    A bearer token is generated and printed unless --token / $KNOWLYR_ENV_TOKEN gives one or
+    --no-token turns it off; clients pass it as $KNOWLYR_ENV_TOKEN or make(URL, token=...).
+    """
+    from knowlyr._http_guard import HostGuard
+    from knowlyr.envs.server import check_bind, new_token
     from knowlyr.envs.server import serve as run_server
     from knowlyr.errors import KnowlyrError
 
@@ -80,14 +102,30 @@ def serve(
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
             s.bind((host, 0))
             port = s.getsockname()[1]
+    if no_token and token:
+        fail("--no-token and a token (--token or $KNOWLYR_ENV_TOKEN) were both given: pick one")
     try:
-        check_bind(host, token)
+        HostGuard.for_bind(host, allowed_hosts)
+    except ValueError as e:
+        fail(f"--allowed-host: {e}")
+    generated = not token and not no_token
+    if generated:
+        token = new_token()
+    try:
+        check_bind(host, None if no_token else token)
     except KnowlyrError as e:
         fail(str(e))
     shown = f"[{host}]" if ":" in host else host
     typer.echo(
         f"knowlyr env serve: http://{shown}:{port}/{env_id}  (pid {os.getpid()}; Ctrl-C stops)",
     )
+    if generated:
+        typer.echo(
+            f"token: {token}  (clients: KNOWLYR_ENV_TOKEN={token}, or make(URL, token=...); "
+            "--no-token serves without one)"
+        )
+    elif no_token:
+        typer.echo("no token (--no-token): any process on this machine may open episodes")
     try:
         run_server(
             env_id,
@@ -95,8 +133,9 @@ def serve(
             port=port,
             max_episodes=max_episodes,
             idle_timeout_s=idle_timeout,
-            token=token or None,
+            token=None if no_token else token,
             env_kwargs=kwargs,
+            allowed_hosts=allowed_hosts,
         )
     except KnowlyrError as e:
         fail(str(e))

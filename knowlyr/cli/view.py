@@ -43,6 +43,12 @@ def view(
         "127.0.0.1", help="Address to listen on (loopback; 0.0.0.0 exposes the store)."
     ),
     port: int = typer.Option(8321, help="Port to listen on; 0 picks a free one."),
+    allowed_hosts: list[str] = typer.Option(
+        [],
+        "--allowed-host",
+        help="Another name browsers reach the viewer by (a DNS name, a proxy's); repeatable. "
+        "Other Host headers get 421.",
+    ),
 ) -> None:
     """Serve the viewer until Ctrl-C (with no subcommand). It only reads the store."""
     ctx.obj = store
@@ -73,8 +79,13 @@ def view(
         typer.echo(
             f"warning: listening on {host}: anyone who can reach it reads the store", err=True
         )
+    try:
+        app = create_app(target, host=host, allowed_hosts=allowed_hosts)
+    except KnowlyrError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(f"knowlyr view: http://{host}:{port}/  (read-only; Ctrl-C stops)")
-    uvicorn.run(create_app(target), host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 @view_app.command("export")

@@ -22,8 +22,17 @@ that died are reclaimed; one call at a time per slot (a second gets 409); every 
 when the server stops. ``env.step`` and ``reset`` run in worker threads, so slots step in
 parallel (sandbox commands release the GIL).
 
-Authentication: with a ``token``, every route but ``/health`` needs ``Authorization: Bearer
-TOKEN``; :func:`serve` refuses a non-loopback address without one.
+Refusals, before anything is read or built:
+
+- a ``Host`` that is not the server's bind address (DNS rebinding): 421; a POST or DELETE
+  whose ``Origin`` is another site: 403 (:mod:`knowlyr._http_guard`);
+- with a ``token``, every route but ``/health`` needs ``Authorization: Bearer TOKEN`` (401).
+  ``knowlyr env serve`` generates and prints one unless it is given one or ``--no-token``
+  (loopback only); :func:`serve` refuses a non-loopback address without one;
+- a body over ``max_body_bytes`` (16 MB): 413, as soon as its ``Content-Length`` says so or
+  the bytes read pass the limit;
+- a body that is not a JSON object, an unknown field, or a field of the wrong type or range:
+  400 naming the field and what it takes.
 
 Example:
     >>> app = create_app("knowlyr/conversation", max_episodes=64)  # doctest: +SKIP
@@ -34,13 +43,13 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import logging
+import secrets
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +58,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from knowlyr._http_guard import HostGuard, HostGuardMiddleware, is_loopback
 from knowlyr.core.env import AgentEnv, TimeStep
 from knowlyr.core.registry import make, spec
 from knowlyr.errors import (
@@ -59,7 +69,7 @@ from knowlyr.errors import (
     UnknownEnvError,
 )
 
-__all__ = ["EpisodePool", "check_bind", "create_app", "is_loopback", "serve"]
+__all__ = ["EpisodePool", "check_bind", "create_app", "is_loopback", "new_token", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +160,11 @@ class EpisodePool:
                 check_actions=body.get("check_actions"),
                 **{**self.env_kwargs, **kwargs},
             )
-        except TypeError as e:  # an argument the env does not take
-            raise ConfigError(f"{self.env_id} does not take these arguments: {e}") from None
+        except (TypeError, ValueError) as e:  # an argument it does not take, or a bad value
+            raise ConfigError(
+                f"{self.env_id} refused 'kwargs' {kwargs!r:.200} ({type(e).__name__}: {e}): "
+                "check each argument's name and type against the env's documentation"
+            ) from None
         finally:
             with self._guard:
                 self._reserved -= 1
@@ -280,6 +293,58 @@ def _task(arg: Any) -> Any:
     return arg
 
 
+def _optional(check: Any) -> Any:
+    return lambda v: v is None or check(v)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# Each call's body fields: (accepts the value, what it takes). RemoteEnv sends exactly these.
+_FIELDS: dict[str, dict[str, tuple[Any, str]]] = {
+    "open": {
+        "kwargs": (_optional(lambda v: isinstance(v, dict)), 'an object such as {"family": "x"}'),
+        "max_steps": (
+            _optional(lambda v: _is_int(v) and v > 0),
+            "a positive whole number, or null for the env's own limit",
+        ),
+        "check_actions": (
+            _optional(lambda v: isinstance(v, bool)),
+            "true or false, or null for the env's own setting",
+        ),
+    },
+    "reset": {
+        "task": (lambda v: True, ""),
+        "seed": (_optional(_is_int), "a whole number, or null"),
+        "options": (_optional(lambda v: isinstance(v, dict)), "an object, or null"),
+    },
+    "step": {"action": (lambda v: True, "")},
+    "outcome_if_truncated": {},
+}
+
+
+def _check_fields(call: str, body: dict[str, Any]) -> None:
+    """400 naming the first unknown or bad field of a ``call`` body."""
+    fields = _FIELDS[call]
+    unknown = sorted(set(body) - set(fields))
+    if unknown:
+        raise _Refused(
+            400,
+            "ConfigError",
+            f"unknown field(s) {', '.join(map(repr, unknown))} in the {call} body: it takes "
+            f"{', '.join(fields) or 'an empty object'}",
+        )
+    for name, (ok, takes) in fields.items():
+        if name in body and not ok(body[name]):
+            raise _Refused(400, "ConfigError", f"{name!r} must be {takes}, got {body[name]!r:.100}")
+
+
+def new_token() -> str:
+    """A fresh bearer token (32 random bytes, URL-safe)."""
+    return secrets.token_urlsafe(32)
+
+
 def create_app(
     env_id: str,
     *,
@@ -287,9 +352,31 @@ def create_app(
     idle_timeout_s: float = 300.0,
     token: str | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    host: str = "127.0.0.1",
+    allowed_hosts: Iterable[str] = (),
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Any:
-    """The FastAPI app serving ``env_id`` (see the module docstring for routes and limits)."""
+    """The FastAPI app serving ``env_id`` (see the module docstring for routes and limits).
+
+    Args:
+        env_id: the registered env to serve.
+        max_episodes: episode slots open at once.
+        idle_timeout_s: a slot unused this long is closed.
+        token: the bearer token every route but ``/health`` needs (None: none).
+        env_kwargs: arguments every slot's env gets.
+        host: the address the server is bound to; a request's ``Host`` must name it (a
+            loopback one: any loopback name).
+        allowed_hosts: other names a request's ``Host`` may give (a proxy's, a DNS name).
+        max_body_bytes: the largest request body; a larger one is refused (413) while read.
+    """
     import anyio
+
+    if not _is_int(max_body_bytes) or max_body_bytes < 1:
+        raise ConfigError(f"max_body_bytes must be a positive int, got {max_body_bytes!r}")
+    try:
+        guard = HostGuard.for_bind(host, allowed_hosts)
+    except ValueError as e:
+        raise ConfigError(f"--allowed-host: {e}") from None
 
     pool = EpisodePool(
         env_id, max_episodes=max_episodes, idle_timeout_s=idle_timeout_s, env_kwargs=env_kwargs
@@ -331,16 +418,37 @@ def create_app(
                 f"http://HOST:PORT/{env_id}",
             )
 
-    async def body_of(request: Request) -> dict[str, Any]:
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            raise _Refused(413, "ConfigError", f"request body over {MAX_BODY_BYTES >> 20} MB")
+    too_large = _Refused(
+        413,
+        "ConfigError",
+        f"request body over the server's limit of {max_body_bytes:,} bytes: send less",
+    )
+
+    async def body_of(request: Request, call: str) -> dict[str, Any]:
+        """The JSON object of the request, read up to ``max_body_bytes`` and checked."""
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_body_bytes:
+            raise too_large  # before reading a byte of it
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body_bytes:
+                raise too_large  # the rest is never read
+            chunks.append(chunk)
+        raw = b"".join(chunks)
         try:
-            data = orjson.loads(raw) if raw else {}
+            data = orjson.loads(raw) if raw.strip() else {}
         except orjson.JSONDecodeError as e:
-            raise _Refused(400, "ConfigError", f"request body is not JSON: {e}") from None
+            raise _Refused(
+                400, "ConfigError", f"request body is not JSON ({e}): send a JSON object"
+            ) from None
         if not isinstance(data, dict):
-            raise _Refused(400, "ConfigError", "request body must be a JSON object")
+            raise _Refused(
+                400,
+                "ConfigError",
+                f"request body must be a JSON object, got {type(data).__name__}",
+            )
+        _check_fields(call, data)
         return data
 
     async def run(fn: Any, *args: Any) -> Response:
@@ -370,6 +478,12 @@ def create_app(
 
     if token is not None:
         app.middleware("http")(authenticate)
+    # added last, so it runs first: a foreign Host / Origin is refused before the token check
+    app.add_middleware(
+        HostGuardMiddleware,
+        guard=guard,
+        respond=lambda status, msg: refuse(status, "ConfigError", msg),
+    )
 
     @app.get("/health")
     async def health() -> Response:
@@ -388,7 +502,7 @@ def create_app(
     async def open_episode(namespace: str, env: str, request: Request) -> Response:
         try:
             served(namespace, env)
-            body = await body_of(request)
+            body = await body_of(request, "open")
         except _Refused as e:
             return refuse(e.status, e.kind, e.message)
         return await run(pool.open, body)
@@ -425,7 +539,7 @@ def create_app(
             fn = calls.get(call)
             if fn is None:
                 raise _Refused(404, "NotFound", f"no call {call!r}: use {', '.join(calls)}")
-            body = await body_of(request)
+            body = await body_of(request, call)
         except _Refused as e:
             return refuse(e.status, e.kind, e.message)
         return await run(fn, slot_id, body)
@@ -442,16 +556,6 @@ def create_app(
     return app
 
 
-def is_loopback(host: str) -> bool:
-    """Whether binding ``host`` keeps the server on this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_bind(host: str, token: str | None) -> None:
     """Refuse to serve a non-loopback address without a token.
 
@@ -460,8 +564,9 @@ def check_bind(host: str, token: str | None) -> None:
     """
     if not token and not is_loopback(host):
         raise ConfigError(
-            f"--host {host} is reachable from other machines: set a bearer token with --token "
-            "or $KNOWLYR_ENV_TOKEN (clients pass the same one), or bind 127.0.0.1"
+            f"--host {host} is reachable from other machines: leave out --no-token (a token is "
+            "generated and printed) or set one with --token or $KNOWLYR_ENV_TOKEN (clients "
+            "pass the same one), or bind 127.0.0.1"
         )
 
 
@@ -474,12 +579,17 @@ def serve(
     idle_timeout_s: float = 300.0,
     token: str | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    allowed_hosts: Iterable[str] = (),
     log_level: str = "warning",
 ) -> None:
     """Serve ``env_id`` on ``host:port`` until interrupted.
 
+    ``token=None`` serves without one (loopback only); ``knowlyr env serve`` passes a
+    generated :func:`new_token` unless told ``--no-token``.
+
     Raises:
-        ConfigError: a non-loopback ``host`` without a ``token``; an unknown env id.
+        ConfigError: a non-loopback ``host`` without a ``token``; an unknown env id; a
+            malformed ``allowed_hosts`` entry.
     """
     import uvicorn
 
@@ -490,5 +600,7 @@ def serve(
         idle_timeout_s=idle_timeout_s,
         token=token or None,
         env_kwargs=env_kwargs,
+        host=host,
+        allowed_hosts=allowed_hosts,
     )
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

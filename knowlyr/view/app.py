@@ -8,7 +8,9 @@ Routes::
     GET /pair/{pair_id}    a stored preference pair
     GET /blob/{sha256}     a blob (raw log, screenshot), hash verified
 
-Bad input answers an HTML page with 400 (a malformed id or filter, naming the parameter) or
+A request whose ``Host`` is not the server's bind address (a DNS-rebinding page) answers
+421 before anything is read (:mod:`knowlyr._http_guard`, as ``knowlyr env serve`` and
+``knowlyr mcp serve`` do). Bad input answers an HTML page with 400 (a malformed id or filter, naming the parameter) or
 404 (an unknown trajectory, pair, blob or version; a store that does not exist), never a
 traceback. On start, a thread reads the list's column index and compiles the templates,
 so the first page is as fast as the next (``app.state.warmed`` is set when it is done).
@@ -21,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -29,6 +31,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException
 
+from knowlyr._http_guard import HostGuard, HostGuardMiddleware
 from knowlyr.errors import ConfigError, KnowlyrError, NotFoundError
 from knowlyr.view.query import SORTS, ListQuery
 from knowlyr.view.reader import StoreReader, blob_type
@@ -38,7 +41,13 @@ __all__ = ["create_app"]
 
 log = logging.getLogger(__name__)
 _LINKS = ServerLinks()
-_TITLES = {400: "Bad request", 404: "Not found", 500: "Internal error"}
+_TITLES = {
+    400: "Bad request",
+    403: "Forbidden",
+    404: "Not found",
+    421: "Misdirected request",
+    500: "Internal error",
+}
 
 
 class _Lazy:
@@ -79,13 +88,31 @@ def _check_params(request: Request, allowed: tuple[str, ...]) -> None:
         )
 
 
-def create_app(store: str | os.PathLike[str] | StoreReader) -> FastAPI:
+def create_app(
+    store: str | os.PathLike[str] | StoreReader,
+    *,
+    host: str = "127.0.0.1",
+    allowed_hosts: Iterable[str] = (),
+) -> FastAPI:
     """The viewer app over ``store`` (a path / fsspec URL, or an open :class:`StoreReader`).
+
+    Args:
+        store: the store to show.
+        host: the address the server is bound to; a request's ``Host`` must name it (a
+            loopback one: any loopback name; ``0.0.0.0``: this machine's names and addresses).
+        allowed_hosts: other names a request's ``Host`` may give (a DNS name, a proxy's).
+
+    Raises:
+        ConfigError: an ``allowed_hosts`` entry that is not a host name or address.
 
     Example:
         >>> import uvicorn                                                    # doctest: +SKIP
         >>> uvicorn.run(create_app(".knowlyr/store"), host="127.0.0.1", port=8321)  # doctest: +SKIP
     """
+    try:
+        guard = HostGuard.for_bind(host, allowed_hosts)
+    except ValueError as e:
+        raise ConfigError(f"--allowed-host: {e}") from None
     state = _Lazy(store)
     warmed = threading.Event()
 
@@ -119,6 +146,8 @@ def create_app(store: str | os.PathLike[str] | StoreReader) -> FastAPI:
 
     def error(status: int, message: str) -> HTMLResponse:
         return page("error.jinja", status, status=status, title=_TITLES[status], message=message)
+
+    app.add_middleware(HostGuardMiddleware, guard=guard, respond=error)
 
     @app.exception_handler(ConfigError)
     async def _bad(request: Request, e: ConfigError) -> HTMLResponse:

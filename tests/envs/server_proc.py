@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -39,6 +40,11 @@ class EnvServer:
     def url(self) -> str:
         return f"{self.base}/{self.env_id}"
 
+    def token(self) -> str | None:
+        """The token the server printed at start (None if it printed none)."""
+        m = re.search(r"^token: (\S+)", self.log.read_text(), re.MULTILINE)
+        return m[1] if m else None
+
     def health(self) -> dict:
         return httpx.get(f"{self.base}/health", timeout=10).json()
 
@@ -58,12 +64,24 @@ class EnvServer:
 
 
 def start_server(
-    env_id: str, log_dir: Path, *args: str, port: int | None = None, wait: bool = True
+    env_id: str,
+    log_dir: Path,
+    *args: str,
+    port: int | None = None,
+    wait: bool = True,
+    own_token: bool = False,
 ) -> EnvServer:
-    """``knowlyr env serve ENV_ID ARGS`` on ``port`` (a free one by default), healthy."""
+    """``knowlyr env serve ENV_ID ARGS`` on ``port`` (a free one by default), healthy.
+
+    Without ``--token`` in ``args`` it runs with ``--no-token``; ``own_token=True`` starts it
+    as a user would, with the token it generates and prints (:meth:`EnvServer.token`).
+    """
     port = port or free_port()
     log = log_dir / f"env-server-{port}-{time.monotonic_ns()}.log"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("KNOWLYR_ENV_TOKEN", None)  # the server's token is what args say, never the caller's
+    if "--token" not in args and not own_token:
+        args = (*args, "--no-token")
     cmd = [sys.executable, "-m", "knowlyr.cli", "env", "serve", env_id, "--port", str(port), *args]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)

@@ -162,7 +162,7 @@ def test_a_server_killed_mid_step_is_a_clear_error(logs):
 
 
 def test_a_non_loopback_bind_needs_a_token():
-    cmd = ["env", "serve", "knowlyr/conversation", "--host", "0.0.0.0", "--port", "0"]
+    cmd = ["env", "serve", "knowlyr/conversation", "--host", "0.0.0.0", "--port", "0", "--no-token"]
     out = subprocess.run(
         [sys.executable, "-m", "knowlyr.cli", *cmd],
         capture_output=True,
