@@ -94,5 +94,5 @@ def test_a_line_that_is_no_trajectory_names_file_line_and_field(tmp_path) -> Non
 def test_an_unknown_profile_is_one_line_listing_the_known_ones() -> None:
     r = runner.invoke(app, ["profiles", "nosuch"])
     _no_traceback(r)
-    assert r.exit_code == 1 and "unknown domain profile 'nosuch'" in r.output
+    assert r.exit_code == 2 and "unknown domain profile 'nosuch'" in r.output
     assert "conversation" in r.output and len(r.output.strip().splitlines()) == 1

@@ -23,6 +23,7 @@ def envs() -> None:
 
 def profiles(name: str = typer.Argument(None, help="Show one profile as JSON.")) -> None:
     """List the built-in domain profiles, or print one."""
+    from knowlyr.cli import fail
     from knowlyr.core import BUILTIN_PROFILES, get_profile
     from knowlyr.errors import KnowlyrError
 
@@ -30,8 +31,7 @@ def profiles(name: str = typer.Argument(None, help="Show one profile as JSON."))
         try:
             typer.echo(get_profile(name).to_json())
         except KnowlyrError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(1) from e
+            raise fail(e) from e  # unknown name or bad file: a usage error
         return
     for key, p in sorted(BUILTIN_PROFILES.items()):
         typer.echo(f"{key:14} {', '.join(p.tool_names) or '(heuristic)'}")

@@ -21,8 +21,21 @@ def install(app: typer.Typer) -> None:
 
 
 def _fail(e: Exception) -> typer.Exit:
-    typer.echo(f"error: {e}", err=True)
-    return typer.Exit(1)
+    """``error: ...``; exit 2 for a ConfigError (bad option, unknown profile, unreadable
+    input), else 1 (see :func:`knowlyr.cli.fail`)."""
+    from knowlyr.cli import fail
+
+    return fail(e)
+
+
+def _require(paths: list[Path], param: str, fix: str) -> None:
+    """A usage error (exit 2) naming the first of ``paths`` that does not exist: checked
+    before anything is read or written."""
+    from knowlyr.cli import fail
+
+    for path in paths:
+        if not path.exists():
+            raise fail(f"{param}: {path} does not exist; {fix}", usage=True)
 
 
 def _write(data: bytes | str, out: Path | None) -> None:
@@ -56,10 +69,12 @@ def _score_streaming(
         with open(part, "wb") as f:
             res = score_files(paths, engine, f, format=format, store=store,
                               workers=workers, on_reject=_report_rejected)  # fmt: skip
-        os.replace(part, out)
+        if res.scored:  # nothing scored: no file (the caller exits 1)
+            os.replace(part, out)
     finally:
         part.unlink(missing_ok=True)
-    typer.echo(f"wrote {out}", err=True)
+    if res.scored:
+        typer.echo(f"wrote {out}", err=True)
     return res.scored, res.rejected
 
 
@@ -176,6 +191,9 @@ def score(
         return
     if version is not None:
         raise typer.BadParameter("--version picks the store's trajectories: give it without PATHS")
+    if workers < 0:
+        raise typer.BadParameter(f"must be >= 0, got {workers}", param_hint="--workers")
+    _require(paths, "PATHS", "give agent logs or trajectory JSONL")
     domain = domain or "generic"
     lacking = 0
     try:
@@ -211,8 +229,9 @@ def score(
             if sink is not None:
                 engine.save(sink, rewards)
             usage = judge_obj.usage.to_dict() if judge_obj else None
-            _write(dump_rewards(rewards, config=engine.config, config_hash=engine.config_hash,
-                                judge_usage=usage, rejected=rejected), out)  # fmt: skip
+            if rewards or out is None:  # nothing scored: no file (exits 1 below)
+                _write(dump_rewards(rewards, config=engine.config, config_hash=engine.config_hash,
+                                    judge_usage=usage, rejected=rejected), out)  # fmt: skip
             scored = len(rewards)
             lacking = sum(1 for r in rewards if "judge" in r.missing_layers)
     except (KnowlyrError, ValueError, OSError) as e:
@@ -242,7 +261,17 @@ def _judge(
     """The LLM judge of ``--judge`` (None without one)."""
     if not spec:
         return None
+    from knowlyr.cli import did_you_mean, fail
     from knowlyr.reward.judge import LLMJudge, make_backend
+
+    provider = spec.partition(":")[0]
+    providers = ("anthropic", "openai", "hf")
+    if provider not in providers:
+        raise fail(
+            f"--judge {spec!r}: unknown provider {provider!r}.{did_you_mean(provider, providers)} "
+            "Use anthropic:MODEL, openai:MODEL or hf:PATH",
+            usage=True,
+        )
 
     kw = {"base_url": base_url} if base_url and not spec.startswith("hf:") else {}
     return LLMJudge(make_backend(spec, **kw), profile=domain, concurrency=concurrency, cache=cache)
@@ -354,6 +383,9 @@ def _score_store(
     )
 
 
+_REWARDS_FIX = "give the rewards JSON that `knowlyr reward score -o FILE` writes"
+
+
 @reward_app.command("preferences")
 def preferences(
     rewards_file: Path = typer.Argument(
@@ -371,6 +403,7 @@ def preferences(
     from knowlyr.reward.engine import load_rewards
     from knowlyr.reward.preferences import build_preferences, preferences_frame
 
+    _require([rewards_file], "REWARDS_FILE", _REWARDS_FIX)
     try:
         pairs = build_preferences(load_rewards(rewards_file), min_margin=min_margin,
                                   max_pairs_per_task=max_pairs_per_task)  # fmt: skip
@@ -441,6 +474,8 @@ def calibrate_cmd(
 
     if level not in ("trajectory", "step"):
         raise typer.BadParameter(f"--level must be 'trajectory' or 'step', got {level!r}")
+    _require([rewards_file], "REWARDS_FILE", _REWARDS_FIX)
+    _require([annotations], "ANNOTATIONS", "give a CSV or JSONL of human scores")
     try:
         anns = load_annotations(annotations)
         for msg in anns.rejected:
@@ -482,6 +517,8 @@ def _calibrate_outcomes(
         raise typer.BadParameter(f"--method must be 'sigmoid' or 'isotonic', got {method!r}")
     if from_store and not store:
         raise typer.BadParameter("--from-store needs --store URL")
+    _require(paths, "--outcomes", "give agent logs or trajectory JSONL")
+    _require(results, "--results", "give evaluation results files")
     try:
         if from_store:
             from knowlyr.reward.store_io import calibrate_from_store
@@ -575,6 +612,7 @@ def leaderboard_cmd(
     from knowlyr.reward.engine import load_rewards
     from knowlyr.reward.preferences import leaderboard
 
+    _require([rewards_file], "REWARDS_FILE", _REWARDS_FIX)
     try:
         rows = leaderboard(load_rewards(rewards_file), by=[b.strip() for b in by.split(",")],
                            confidence=confidence)  # fmt: skip

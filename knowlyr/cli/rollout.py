@@ -32,6 +32,7 @@ def install(app: typer.Typer) -> None:
 def make_agent(agent: str, *, seed: int = 0):
     """A zero-argument factory for an agent spec (see :func:`knowlyr.agents.spec.agent_factory`)."""
     from knowlyr.agents.spec import agent_factory
+    from knowlyr.cli import did_you_mean
     from knowlyr.errors import ConfigError
 
     try:
@@ -39,7 +40,13 @@ def make_agent(agent: str, *, seed: int = 0):
     except ConfigError:
         raise  # e.g. no API key: reported like any configuration error
     except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="--agent") from None
+        kind = agent.partition(":")[0]
+        hint = "" if kind in AGENT_KINDS else did_you_mean(kind, AGENT_KINDS)
+        raise typer.BadParameter(f"{e}.{hint}" if hint else str(e), param_hint="--agent") from None
+
+
+# the kinds of agent spec (knowlyr.agents.spec.agent_factory), for "Did you mean ...?"
+AGENT_KINDS = ("expert", "noisy", "random", "checkpoint", "openai", "anthropic")
 
 
 def tasks(
@@ -50,6 +57,7 @@ def tasks(
     seed: int = typer.Option(0, help="Sampling seed."),
 ) -> None:
     """List the suites, or sample tasks of one."""
+    from knowlyr.cli import did_you_mean, fail
     from knowlyr.errors import ConfigError
     from knowlyr.taskset import get_suite, list_suites, sample
 
@@ -65,11 +73,23 @@ def tasks(
         raise typer.BadParameter(
             f"split must be train or heldout, got {split!r}", param_hint="--split"
         )
+    if suite not in list_suites():
+        raise fail(
+            f"unknown task suite {suite!r}.{did_you_mean(suite, list_suites())} "
+            f"Suites: {', '.join(list_suites())}",
+            usage=True,
+        )
+    if family is not None and family not in get_suite(suite).families:
+        families = get_suite(suite).families
+        raise fail(
+            f"--family: suite {suite!r} has no family {family!r}.{did_you_mean(family, families)} "
+            f"Families: {', '.join(families)}",
+            usage=True,
+        )
     try:
         picked = sample(suite, n, seed=seed, split=split, family=family, replace=False)
     except ConfigError as e:
-        typer.echo(f"Error: {e}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(e) from None
     for t in picked:
         typer.echo(f"{t.task_id:36} {t.split:8} {t.instruction.splitlines()[0][:100]}")
 
@@ -81,14 +101,14 @@ def show(
     ),
 ) -> None:
     """Print one task as JSON."""
+    from knowlyr.cli import fail
     from knowlyr.errors import ConfigError
     from knowlyr.taskset import get_task
 
     try:
         t = get_task(task_id)
     except ConfigError as e:
-        typer.echo(f"Error: {e}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(e) from None
     typer.echo(json.dumps(t.model_dump(mode="json") if full else t.public_info(), indent=2))
 
 
@@ -113,21 +133,26 @@ def rollout(
     ),
 ) -> None:
     """Run an agent in an env and report (and optionally save) the trajectories."""
+    from knowlyr.cli import fail
+    from knowlyr.core import spec
     from knowlyr.errors import KnowlyrError
     from knowlyr.rollout import collect
     from knowlyr.taskset import load_tasks
 
     env_kwargs = {k: v for k, v in (("family", family), ("split", split)) if v is not None}
     tasks = None
+    if tasks_file is not None and not tasks_file.is_file():
+        why = "is not a file" if tasks_file.exists() else "does not exist"
+        raise fail(f"--tasks: {tasks_file} {why}; give a Task JSONL file", usage=True)
     try:
+        spec(env_id)  # an unknown id: "Did you mean ...?" before an agent is built
         factory = make_agent(agent, seed=seed)
         if tasks_file is not None:
             loaded = load_tasks(tasks_file)
             for r in loaded.rejected:
                 typer.echo(f"{tasks_file}:{r.line}: rejected ({r.task_id}): {r.reason}", err=True)
             if not loaded.tasks:
-                typer.echo(f"Error: no valid task in {tasks_file}", err=True)
-                raise typer.Exit(2)
+                raise fail(f"--tasks: no valid task in {tasks_file} (reasons above)", usage=True)
             tasks = loaded.tasks
         trajs = collect(
             env_id,
@@ -139,9 +164,8 @@ def rollout(
             env_kwargs=env_kwargs,
             tasks=tasks,
         )
-    except KnowlyrError as e:
-        typer.echo(f"Error: {e}", err=True)
-        raise typer.Exit(2) from None
+    except KnowlyrError as e:  # a ConfigError exits 2, a sandbox or model failure 1
+        raise fail(e) from None
     if out is not None:
         with open(out, "wb") as f:
             for t in trajs:

@@ -18,6 +18,18 @@ def install(app: typer.Typer) -> None:
     app.add_typer(sandbox_app, name="sandbox")
 
 
+def _check_backend(backend: str, allowed: tuple[str, ...]) -> None:
+    """An unknown ``--backend`` is a usage error naming the allowed ones (and a close one)."""
+    from knowlyr.cli import did_you_mean, fail
+
+    if backend not in allowed:
+        raise fail(
+            f"--backend must be {', '.join(allowed[:-1])} or {allowed[-1]}, got {backend!r}."
+            + did_you_mean(backend, allowed),
+            usage=True,
+        )
+
+
 @sandbox_app.command("check")
 def check(
     backend: str = typer.Option("all", help="local, container or all."),
@@ -25,6 +37,7 @@ def check(
     """Say whether each backend works here (and how to fix it), with a smoke command."""
     from knowlyr.sandbox import SandboxConfig, backend_available, create_sandbox
 
+    _check_backend(backend, ("local", "container", "all"))
     names = ["local", "container"] if backend == "all" else [backend]
     failed = False
     for name in names:
@@ -57,6 +70,7 @@ def run(
     """Run COMMAND in a fresh sandbox and exit with its exit code."""
     from knowlyr.sandbox import SandboxConfig, create_sandbox
 
+    _check_backend(backend, ("local", "container"))
     with create_sandbox(SandboxConfig(backend=backend, timeout_s=timeout)) as sb:  # type: ignore[arg-type]
         r = sb.exec(command)
     if r.stdout:
@@ -85,9 +99,7 @@ def gc(
     from knowlyr.errors import BackendUnavailableError
     from knowlyr.sandbox import reap_orphans
 
-    if backend not in ("local", "container", "all"):
-        typer.echo(f"--backend must be local, container or all, got {backend!r}", err=True)
-        raise typer.Exit(2)
+    _check_backend(backend, ("local", "container", "all"))
     try:
         removed = reap_orphans(backend, root=root)
     except BackendUnavailableError as e:
@@ -109,14 +121,18 @@ _ID = typer.Argument(..., help="Sandbox id (from `knowlyr sandbox create` or `ls
 
 
 def _keeper_call(sandbox_id: str, op: str, root: str | None, **args: object) -> object:
+    from knowlyr.cli import did_you_mean, fail
     from knowlyr.errors import SandboxError
-    from knowlyr.sandbox.keeper import call
+    from knowlyr.sandbox.keeper import call, list_keepers
+    from knowlyr.sandbox.persistent import UnknownSandboxError
 
     try:
         return call(sandbox_id, op, root=root, **args)
+    except UnknownSandboxError as e:  # a name nobody opened: a usage error
+        hint = did_you_mean(sandbox_id, [r["id"] for r in list_keepers(root)])
+        raise fail(f"{e}.{hint}" if hint else e, usage=True) from None
     except SandboxError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
+        raise fail(e) from None
 
 
 @sandbox_app.command("create")
@@ -139,9 +155,7 @@ def create(
     from knowlyr.sandbox import SandboxConfig
     from knowlyr.sandbox.keeper import start_keeper
 
-    if backend not in ("local", "container"):
-        typer.echo(f"error: --backend must be local or container, got {backend!r}", err=True)
-        raise typer.Exit(2)
+    _check_backend(backend, ("local", "container"))
     files: dict[str, str] = {}
     for spec in file:
         dest, _, src = spec.rpartition("=")
@@ -174,6 +188,15 @@ def exec_(
     root: str = _ROOT,
 ) -> None:
     """Run COMMAND (or --tool with --params) in an open sandbox; exit with its exit code."""
+    from knowlyr.cli import did_you_mean, fail
+    from knowlyr.sandbox import coding_toolbox
+
+    names = coding_toolbox().names
+    if tool not in names:
+        raise fail(
+            f"--tool: no coding tool {tool!r}.{did_you_mean(tool, names)} Tools: {', '.join(names)}",
+            usage=True,
+        )
     if params is not None:
         try:
             args = json.loads(params)

@@ -39,8 +39,16 @@ def serve(
     ),
 ) -> None:
     """Serve CHECKPOINT over an OpenAI-compatible API and print the policy spec to collect with."""
-    from knowlyr.agents.serve import serve_checkpoint
+    from knowlyr.agents.serve import BACKENDS, serve_checkpoint
+    from knowlyr.cli import did_you_mean, fail
     from knowlyr.errors import ConfigError, ServeError
+
+    if backend not in BACKENDS:
+        raise fail(
+            f"--backend must be {' or '.join(BACKENDS)}, got {backend!r}."
+            + did_you_mean(backend, BACKENDS),
+            usage=True,
+        )
 
     def stop(signum, frame):  # SIGTERM / SIGHUP: leave the with-block like Ctrl-C does
         raise KeyboardInterrupt
@@ -73,10 +81,8 @@ def serve(
             sys.stdout.flush()
             code = served.process.wait()
             tail = served.log_tail()
-            typer.echo(f"Error: the server exited by itself (code {code}); log:\n{tail}", err=True)
-            raise typer.Exit(1)
+            raise fail(f"the server exited by itself (code {code}); log:\n{tail}", usage=False)
     except KeyboardInterrupt:
         typer.echo("stopped", err=True)
     except (ConfigError, ServeError) as e:
-        typer.echo(f"Error: {e}", err=True)
-        raise typer.Exit(2 if isinstance(e, ConfigError) else 1) from None
+        raise fail(e) from None

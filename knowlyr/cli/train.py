@@ -24,14 +24,17 @@ def install(app: typer.Typer) -> None:
 
 
 def _fail(e: Exception) -> typer.Exit:
-    typer.echo(f"error: {e}", err=True)
-    return typer.Exit(1)
+    """``error: ...``; exit 2 for a ConfigError, else 1 (see :func:`knowlyr.cli.fail`)."""
+    from knowlyr.cli import fail
+
+    return fail(e)
 
 
 def _usage(param: str, message: str) -> typer.Exit:
     """A bad argument: one line naming it, the input and the fix; exit 2 (a usage error)."""
-    typer.echo(f"error: {param}: {message}", err=True)
-    return typer.Exit(2)
+    from knowlyr.cli import fail
+
+    return fail(f"{param}: {message}", usage=True)
 
 
 def _store(url: str):
@@ -413,10 +416,17 @@ def export_benchmark_cmd(
     ),
 ) -> None:
     """The held-out tasks of a suite with their reference outcomes."""
+    from knowlyr.cli import did_you_mean
     from knowlyr.errors import KnowlyrError
     from knowlyr.export import export_benchmark
-    from knowlyr.taskset import get_suite
+    from knowlyr.taskset import get_suite, list_suites
 
+    if suite not in list_suites():
+        raise _usage(
+            "SUITE",
+            f"unknown task suite {suite!r}.{did_you_mean(suite, list_suites())} "
+            f"Suites: {', '.join(list_suites())}",
+        )
     try:
         s = get_suite(suite)
         tasks = [s.get(t) for t in s.select(split="heldout", family=family)[:limit]]
@@ -452,16 +462,40 @@ def _dataset(data: Path):
         raise _usage("DATA", f"{data} is not an exported dataset ({first_error(e)}); {fix}") from e
 
 
+_MODEL_NAMES = ("tiny", "smollm2-135m")
+
+
 def _model(model: str, dataset, seed: int):
-    from knowlyr.errors import KnowlyrError
+    from knowlyr.cli import did_you_mean
+    from knowlyr.errors import ConfigError, KnowlyrError
     from knowlyr.train.models import build_tiny_model_for, load_model
 
     try:
         if model == "tiny":
             return build_tiny_model_for(dataset, hidden_size=128, seed=seed)  # the flow's recipe
         return load_model(model)
+    except ConfigError as e:  # not a model folder, nor a name
+        hint = "" if Path(model).exists() else did_you_mean(model.lower(), _MODEL_NAMES)
+        raise _usage("--model", f"{e}.{hint}" if hint else str(e)) from e
     except KnowlyrError as e:
         raise _fail(ValueError(f"--model {model}: {e}")) from e
+
+
+def _check_chat_template(chat_template: str | None) -> None:
+    """A ``--chat-template`` that is no Jinja text, .jinja file or shipped name is a usage
+    error before anything loads, with the close shipped names."""
+    if chat_template is None or "{" in chat_template or Path(chat_template).is_file():
+        return
+    from knowlyr.cli import did_you_mean
+    from knowlyr.train import chat_templates
+
+    names = sorted(p.stem for p in chat_templates._TEMPLATES.glob("*.jinja"))
+    if chat_template not in names:
+        raise _usage(
+            "--chat-template",
+            f"{chat_template!r} is neither Jinja text, a .jinja file nor a shipped template."
+            f"{did_you_mean(chat_template, names)} Shipped: {', '.join(names)}",
+        )
 
 
 def _train(fn, *args, **kwargs):
@@ -585,6 +619,7 @@ def train_sft_cmd(
     from knowlyr.train.run import train_sft
     from knowlyr.train.sft_config import KnowlyrSFTConfig
 
+    _check_chat_template(chat_template)
     ds = _dataset(data)
     m, tok = _model(model, ds, seed)
     config = KnowlyrSFTConfig(

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import re
 from enum import StrEnum
 from pathlib import Path
@@ -494,9 +495,11 @@ def get_profile(name_or_path: str | Path | DomainProfile) -> DomainProfile:
         return BUILTIN_PROFILES[key]
     if Path(key).suffix.lower() in (".json", ".yaml", ".yml") or Path(key).exists():
         return load_profile(key)
+    close = difflib.get_close_matches(key, list_profiles(), n=3, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise ConfigError(
         f"unknown domain profile {key!r}; built-in profiles: {', '.join(list_profiles())}, "
-        "or pass the path of a JSON/YAML profile"
+        f"or pass the path of a JSON/YAML profile.{hint}"
     )
 
 

@@ -140,12 +140,24 @@ def spec(id: str) -> EnvSpec:
     try:
         return registry[id]
     except KeyError:
-        close = difflib.get_close_matches(id, registry, n=3, cutoff=0.5)
+        close = _close_ids(id)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         known = ", ".join(sorted(registry)) or "none"
         raise UnknownEnvError(
             f"no environment registered as {id!r}.{hint} Registered: {known}"
         ) from None
+
+
+def _close_ids(id: str) -> list[str]:
+    """Registered ids close to ``id``, as a whole or by name alone (a missing or mistyped
+    namespace); ids that share only the namespace are not close."""
+    close = difflib.get_close_matches(id, registry, n=3, cutoff=0.75)
+    by_name: dict[str, list[str]] = {}
+    for known in registry:
+        by_name.setdefault(known.split("/", 1)[1], []).append(known)
+    for name in difflib.get_close_matches(id.rsplit("/", 1)[-1], by_name, n=3, cutoff=0.75):
+        close += [k for k in by_name[name] if k not in close]
+    return close[:3]
 
 
 def make(

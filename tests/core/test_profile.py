@@ -87,8 +87,11 @@ def test_yaml_profile_and_errors(tmp_path):
         load_profile(tmp_path / "broken.json")
     with pytest.raises(ConfigError, match="cannot read profile"):
         load_profile(tmp_path / "missing.json")
-    with pytest.raises(ConfigError, match="built-in profiles: advisory, browser"):
+    with pytest.raises(ConfigError, match="built-in profiles: advisory, browser") as e:
         get_profile("nonexistent")
+    assert "Did you mean" not in str(e.value)  # nothing is close
+    with pytest.raises(ConfigError, match=r"JSON/YAML profile\. Did you mean 'conversation'\?"):
+        get_profile("conversaton")
 
 
 def test_profile_validation():

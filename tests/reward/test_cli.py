@@ -84,16 +84,19 @@ def test_preferences_leaderboard_calibrate_rubrics(tmp_path):
 
 
 def test_bad_input_errors(tmp_path):
+    # usage errors (issue #39): a missing input, an unknown profile, a bad option exit 2
     res = runner.invoke(app, ["reward", "score", str(tmp_path / "missing.json"), "-d", "coding"])
-    assert (
-        res.exit_code == 1 and "no such file" in res.output and "nothing was scored" in res.output
-    )
+    assert res.exit_code == 2 and "missing.json does not exist" in res.output
     res = runner.invoke(app, ["reward", "leaderboard", str(tmp_path / "missing.json")])
-    assert res.exit_code == 1 and "cannot read rewards file" in res.output
+    assert res.exit_code == 2 and "missing.json does not exist" in res.output
     res = runner.invoke(app, ["reward", "score", str(FIXTURES / "swe_agent"), "-d", "nope"])
-    assert res.exit_code == 1 and "unknown domain profile" in res.output
+    assert res.exit_code == 2 and "unknown domain profile" in res.output
     res = runner.invoke(app, ["reward", "score", str(FIXTURES / "swe_agent"), "--workers", "-1"])
-    assert res.exit_code == 1 and "workers must be >= 0" in res.output
+    assert res.exit_code == 2 and "must be >= 0, got -1" in res.output
+    # a file that is there but holds nothing scorable is a failure: exit 1
+    (tmp_path / "junk.jsonl").write_text("not json\n")
+    res = runner.invoke(app, ["reward", "score", str(tmp_path / "junk.jsonl")])
+    assert res.exit_code == 1 and "nothing was scored" in res.output
 
 
 def test_score_without_paths_or_store_says_what_to_give(tmp_path):

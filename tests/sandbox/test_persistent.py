@@ -161,7 +161,7 @@ def test_cli_keeps_a_sandbox_across_commands(sandbox_root: Path, tmp_path: Path)
     assert cli("rm", sid) == f"removed {sid}\n"
     assert cli("ls") == "no open sandboxes\n"
     r = runner.invoke(app, ["sandbox", "exec", sid, "ls"])
-    assert r.exit_code == 1 and "no open sandbox" in r.output
+    assert r.exit_code == 2 and "no open sandbox" in r.output  # an unknown id: a usage error
     assert not list(sandbox_root.glob("knowlyr-sb-*"))
 
 
