@@ -15,6 +15,7 @@ Numbers in tables are rounded for reading (:func:`readable`).
 from __future__ import annotations
 
 import base64
+import logging
 import math
 import re
 from collections.abc import Iterator, Sequence
@@ -146,6 +147,25 @@ def cached_origin(state: Any) -> str | None:
     when the state is not a cache hit or the run is not known."""
     published = _published_when_computed(state)
     return published[0]["origin"] if published else None
+
+
+class _QuietHook(logging.Filter):
+    """Drops the task engine's two INFO lines around every run of :func:`republish_cached`
+    ("Running hook 'republish_cached' in response to entering state 'Completed'", "Hook ...
+    finished running successfully"): every stage task runs it, so each task's log had two
+    lines about bookkeeping. Its errors are still logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO:
+            return True
+        message = record.getMessage()
+        return not (
+            message.startswith("Running hook 'republish_cached'")
+            or message.startswith("Hook 'republish_cached' finished")
+        )
+
+
+logging.getLogger("prefect.task_runs").addFilter(_QuietHook())
 
 
 def republish_cached(task: Any, task_run: Any, state: Any) -> None:

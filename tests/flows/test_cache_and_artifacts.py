@@ -142,3 +142,45 @@ def test_loss_curves_have_a_legend_with_each_last_value():
     )
     assert "train loss 0.25" in svg and "eval loss 0.5" in svg
     assert svg.count("<polyline") == 1  # the one-point eval curve is a dot
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_republish_hook_adds_no_log_lines_other_hooks_still_do():
+    import logging
+
+    from prefect import flow, task
+
+    from tasks._artifacts import republish_cached
+
+    def other_hook(task, task_run, state):
+        pass
+
+    @task(on_completion=[republish_cached, other_hook])
+    def stage() -> int:
+        return 1
+
+    @flow
+    def night() -> int:
+        return stage()
+
+    class Keep(logging.Handler):  # prefect's loggers do not propagate to caplog's root
+        def __init__(self) -> None:
+            super().__init__(logging.INFO)
+            self.messages: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.messages.append(record.getMessage())
+
+    assert night() == 1  # the first run configures Prefect's logging (replacing handlers)
+    keep, logger = Keep(), logging.getLogger("prefect.task_runs")
+    level = logger.level
+    logger.addHandler(keep)
+    logger.setLevel(logging.INFO)  # the harness may log less
+    try:
+        assert night() == 1
+    finally:
+        logger.removeHandler(keep)
+        logger.setLevel(level)
+    messages = keep.messages
+    assert any("Running hook 'other_hook'" in m for m in messages), messages
+    assert not any("republish_cached" in m for m in messages), messages
