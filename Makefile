@@ -70,14 +70,21 @@ clean:
 # must not wait for pip (`make install` updates it).
 PREFECT := $(VENV)/bin/prefect
 POOL ?= knowlyr-process
-server deploy worker notify: export PREFECT_API_URL ?= http://127.0.0.1:4200/api
+# `make server PORT=4300` (and the same PORT for deploy/worker/notify) serves the API and the UI
+# on that port: the UI is told its API's URL (PREFECT_UI_API_URL), which otherwise follows
+# PREFECT_API_URL and leaves the UI blank on any other port. An exported PREFECT_API_URL (a
+# remote server) wins for deploy, worker and notify.
+HOST ?= 127.0.0.1
+PORT ?= 4200
+API_URL := http://$(HOST):$(PORT)/api
+deploy worker notify: export PREFECT_API_URL ?= $(API_URL)
 
 # Only when there is no venv at all (a rule without prerequisites: never out of date).
 $(PREFECT):
 	$(MAKE) install
 
 server: | $(PREFECT)
-	$(PREFECT) server start --host 127.0.0.1 --port 4200
+	PREFECT_API_URL=$(API_URL) PREFECT_UI_API_URL=$(API_URL) $(PREFECT) server start --host $(HOST) --port $(PORT)
 
 deploy: | $(PREFECT)
 	$(PREFECT) work-pool inspect $(POOL) >/dev/null 2>&1 || $(PREFECT) work-pool create $(POOL) --type process
