@@ -141,6 +141,7 @@ def convert_cmd(
     audit = _side_file(output, "redactions")
     counts: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
+    nulled: Counter[str] = Counter()  # per file: NaN / Infinity values written as null
     reasons: list[str] = []
     with open(side, "wb") as rej, open(audit, "wb") as aud:
         for r in _records(paths, fmt, policy, workers, output=output, skipped=skipped):
@@ -148,6 +149,8 @@ def convert_cmd(
             if isinstance(r, Written):
                 counts["converted"] += 1
                 counts[f"format:{r.format}"] += 1
+                if r.nulled:
+                    nulled[r.path or ""] += r.nulled
                 for x in r.redactions:
                     kinds[x.kind] += 1
                     row = {"path": r.path, "line": r.line, "trajectory": r.id, **x.to_dict()}
@@ -175,6 +178,13 @@ def convert_cmd(
             ".ndjson, .traj and their .gz, in any case; name a file to read it anyway): "
             + ", ".join(names)
             + (", ..." if len(skipped) > 5 else "")
+        )
+    if nulled:
+        files = ", ".join(f"{p} ({n})" for p, n in list(nulled.items())[:5])
+        typer.echo(
+            f"{nulled.total()} NaN/Infinity values written as null (JSON has no such numbers): "
+            + files
+            + (", ..." if len(nulled) > 5 else "")
         )
     typer.echo(f"wrote {output}")
     if counts["rejected"]:

@@ -1,6 +1,7 @@
-"""Log files: which files a walk reads, how they are read (gunzipped, line by line, with
-read errors as rejections), how their paths are shown, and which adapter a file's content
-belongs to (:func:`detect_format`).
+"""Log files: which files a walk reads, how they are read (gunzipped, line by line, as
+UTF-8 whatever their byte order mark says, with read errors and special files as
+rejections), how JSON with ``NaN`` is parsed, how their paths are shown, and which adapter
+a file's content belongs to (:func:`detect_format`).
 
 The conversion itself (records through adapters, counts that add up) is
 :mod:`knowlyr.recorder.pipeline`.

@@ -3,14 +3,22 @@
 Every record the recorder reads ends up somewhere: a converted one as a trajectory row (its
 raw bytes as a blob named by ``trajectory.source.blob``), a rejected one as a row of the
 ``rejected`` table with the reason (its raw bytes as a blob too). The run is recorded in
-``runs`` so lineage can reach the raw logs from any later dataset or checkpoint.
+``runs`` so lineage can reach the raw logs from any later dataset or checkpoint: its row is
+written first (``running``) and completed at the end, so the sightings of a run that is
+killed name a run that exists (``knowlyr store gc`` marks it ``killed``).
+
+Logs with a byte order mark or in UTF-16 are read as their text; ``NaN`` / ``Infinity``
+values (as Python's ``json.dump`` writes non-finite floats) are stored as null and counted
+per file (:attr:`IngestResult.nulled`); a symlink loop, a FIFO or a socket is a rejected
+record that says so (and a FIFO is never opened for reading).
 
 No input aborts an ingest: a file that cannot be read (a truncated ``.json.gz``, a ``.gz``
 that is not gzip, a file name that is not UTF-8) is a rejected record with its path and the
 reason, and a walked directory's files of no log format are counted as ``skipped``. So
 ``read == new + duplicates + n_rejected`` and every input file is either read or skipped.
-The raw blobs are written before their rows are committed, under a journal
-(:meth:`Store.blob_journal`): if the ingest dies first, ``knowlyr store gc`` reclaims them.
+The raw blobs (and the table's Parquet files) are written before their rows are committed,
+under a journal (:meth:`Store.blob_journal`): if the ingest dies first, ``knowlyr store gc``
+reclaims them.
 
 With ``results`` (evaluation results files, see :mod:`knowlyr.labels`), each record's outcome
 is labelled before it is stored (matched on ``task_id`` == instance id), and trajectories of

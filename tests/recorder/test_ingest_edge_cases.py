@@ -17,7 +17,14 @@ import pytest
 from typer.testing import CliRunner
 
 from knowlyr.cli import app
-from knowlyr.recorder import Converted, Rejected, convert, detect_format, iter_records
+from knowlyr.recorder import (
+    Converted,
+    Rejected,
+    convert,
+    detect_format,
+    iter_records,
+    write_jsonl,
+)
 from knowlyr.store import Store
 from knowlyr.store.ingest import ingest
 
@@ -281,3 +288,30 @@ def test_a_fifo_swapped_in_after_the_check_is_not_waited_on(tmp_path: Path) -> N
     t.join(60)
     assert not t.is_alive(), "opening a FIFO blocked"
     assert len(errors) == 2 and all("FIFO" in e.reason for e in errors)
+
+
+def test_record_convert_writes_nan_as_null_and_says_so(tmp_path: Path) -> None:
+    one, many = _with_nonfinite(tmp_path / "logs")
+    out = tmp_path / "out.jsonl"
+    res = runner.invoke(app, ["record", "convert", str(tmp_path / "logs"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "converted 3  rejected 0" in res.output
+    assert "6 NaN/Infinity values written as null" in res.output
+    assert f"{one} (3)" in res.output and f"{many} (3)" in res.output
+    assert len([orjson.loads(x) for x in out.read_bytes().splitlines()]) == 3
+
+
+def test_workers_count_the_nulled_values_too(tmp_path: Path) -> None:
+    line = json.loads(JSONL.read_text().splitlines()[0])
+    rows = []
+    for i in range(max(2, (1 << 20) // len(json.dumps(line)) + 20)):  # over a 1 MB slice
+        line["metrics"] = {"i": i, "cost": math.nan}
+        line["instance_id"] = f"inst-{i}"
+        rows.append(json.dumps(line))
+    p = tmp_path / "big.jsonl"
+    p.write_text("\n".join(rows) + "\n")
+    store = _store(tmp_path)
+    res = ingest(store, [p], workers=2)
+    assert res.n_rejected == 0 and res.n_nulled == len(rows) == res.nulled[str(p)]
+    written = list(write_jsonl([p], tmp_path / "out.jsonl", workers=2))
+    assert sum(w.nulled for w in written) == len(rows)
