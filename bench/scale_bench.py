@@ -109,7 +109,7 @@ def collect_rates(work: Path, episodes: dict[str, int]) -> dict[tuple[str, str],
             print(f"  {env_id} in-process {k}: {res[(env_id, f'in-process, {k} in flight')]:.1f}/s")
         port = free_port()
         log = work / f"env-server-{env_id.replace('/', '-')}.log"
-        cmd = [str(BIN / "knowlyr"), "env", "serve", env_id, "--port", str(port)]
+        cmd = [str(BIN / "knowlyr"), "env", "serve", env_id, "--port", str(port), "--no-token"]
         with running(spawn([*cmd, "--max-episodes", "40"], log)) as proc:
             wait_http(f"http://127.0.0.1:{port}/health", proc, log)
             url = f"http://127.0.0.1:{port}/{env_id}"
