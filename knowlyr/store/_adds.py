@@ -30,6 +30,21 @@ Item = Any
 def stream(
     store: Store, items: Iterator[Item], *, run_id: str | None, sightings: bool = True
 ) -> Manifest:
+    """:func:`_stream` under a journal naming the files it writes ahead of their commit (the
+    caller's, e.g. an ingest's, else one of its own): ``store gc`` reclaims them if this
+    process dies first, and never takes them while it lives, however long the items take."""
+    import contextlib
+
+    from knowlyr.store._inflight import current_file_note
+
+    own = current_file_note() is None
+    with store.blob_journal() if own else contextlib.nullcontext():
+        return _stream(store, items, run_id=run_id, sightings=sightings)
+
+
+def _stream(
+    store: Store, items: Iterator[Item], *, run_id: str | None, sightings: bool = True
+) -> Manifest:
     """``store.add_trajectories`` on a local store: ``items`` are pulled one by one, each
     new one's row made at once (the item is not kept), and the rows written as Parquet
     ``_STREAM_ROWS`` at a time (:mod:`knowlyr.store._append`); then, holding the table lock

@@ -197,3 +197,20 @@ def test_an_ingest_that_raises_marks_its_run_failed(tmp_path, monkeypatch) -> No
     assert store.gc(dry_run=False).table_files  # its written files are reclaimed at once
     assert _parquet(store, "trajectories") == set()
     shutil.rmtree(tmp_path / "logs")
+
+
+def test_a_long_add_keeps_its_files_from_gc_until_it_commits(tmp_path) -> None:
+    store = Store.open(str(tmp_path / "store"))
+    big = [make_traj(i, n_steps=1) for i in range(2500)]
+    checked = []
+
+    def items():  # a slow producer: gc runs between its rows, with no age protection at all
+        yield from big[:2100]  # two batches of 1000 rows are in a Parquet file by now
+        rep = store.gc(dry_run=False, min_age_s=0)
+        checked.append((rep.table_files, rep.in_flight))
+        yield from big[2100:]
+
+    assert store.add_trajectories(items()).new == 2500
+    assert checked == [([], 1)]  # the file in progress was kept
+    assert store.count("trajectories") == 2500
+    assert _parquet(store, "trajectories") == _committed(store, "trajectories")
