@@ -60,6 +60,8 @@ CASES = [
     (["reward", "preferences", "{missing}", "-o", "{out}"], 2, "missing.jsonl does not exist"),
     (["export", "sft", "{missing}", "-o", "{out}"], 2, "missing.jsonl does not exist"),
     (["train", "sft", "{missing}"], 2, "missing.jsonl does not exist"),
+    (["record", "convert", "{missing}", "-o", "{out}"], 2, "no such file or directory"),
+    (["reward", "score", "--store", "{junk}"], 2, "is a file, not a store folder"),
     # the work failed: exit 1
     (["reward", "score", "{junk}", "-o", "{out}"], 1, "nothing was scored"),
     (["reward", "score", "--store", "{store}"], 1, "has no trajectories yet"),

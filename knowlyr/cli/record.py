@@ -135,6 +135,12 @@ def convert_cmd(
     except ValueError as e:
         typer.echo(f"error: --redact-pii: {e}", err=True)
         raise typer.Exit(2) from None
+    missing = [p for p in paths if not p.exists() and not p.is_symlink()]
+    if missing:  # before any output file exists: a failed read leaves nothing behind
+        from knowlyr.cli import fail
+
+        names = ", ".join(str(p) for p in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise fail(f"no such file or directory: {names} (nothing was written)", usage=True)
     skipped: list[Path] = []
     output.parent.mkdir(parents=True, exist_ok=True)
     side = _side_file(output)

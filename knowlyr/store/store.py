@@ -128,10 +128,15 @@ class Store(DeltaTables):
                     "it (it decodes '%xx' in part of its calls, then misses its own log file); "
                     "choose a store path without '%'"
                 )
+            if os.path.exists(self.root) and not os.path.isdir(self.root):
+                raise ConfigError(
+                    f"store path {self.root} is a file, not a store folder: give a folder "
+                    "(an existing store, or a new path to create one)"
+                )
             try:
                 os.makedirs(self.root, exist_ok=True)
             except OSError as e:
-                raise ConfigError(f"store path {self.root} cannot be a directory: {e}") from e
+                raise ConfigError(f"store path {self.root} cannot be created: {e}") from e
             self._lock_dir: str | None = os.path.join(self.root, "_locks")
             self._inflight_dir: str | None = os.path.join(self.root, "_inflight")
         else:
