@@ -350,7 +350,7 @@ class KnowlyrSFTTrainer(SFTTrainer):
                 model, self.args, max(tokens // max(self.args.per_device_train_batch_size, 1), 1)
             ),
             "optim_8bit": None
-            if "8bit" in str(self.args.optim)
+            if "8bit" in str(getattr(self.args.optim, "value", self.args.optim))
             else model_memory_estimate(model, self.args, tokens, optim="adamw_8bit"),
         }
         check_training_memory(

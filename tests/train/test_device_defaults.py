@@ -216,6 +216,12 @@ def test_the_trainer_checks_before_training_on_cuda(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (free["bytes"], 80 * GIB))
     with pytest.raises(TrainError, match=r"LoRA .*activation_checkpointing=True: about"):
         trainer.train()  # stops before the first step
+    from transformers.training_args import OptimizerNames
+
+    config.optim = OptimizerNames("adamw_bnb_8bit")  # an option in use is not offered again
+    with pytest.raises(TrainError) as err:
+        trainer._check_gpu_memory()
+    assert "8-bit optimizer" not in str(err.value) and "LoRA" in str(err.value)
     free["bytes"] = GIB
     trainer._check_gpu_memory()  # fits
     free["bytes"] = 2**20
