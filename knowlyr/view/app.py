@@ -201,13 +201,19 @@ def create_app(
     def trajectory(id: str, request: Request) -> HTMLResponse:
         from knowlyr.view.pages import trajectory_view
 
-        _check_params(request, ("version", "config"))
+        _check_params(request, ("version", "config", "steps"))
+        steps = request.query_params.get("steps", "").strip() or "all"
+        if steps not in ("all", "failed"):
+            raise ConfigError(
+                f"steps={steps!r}: expected 'failed' (only the steps that failed) or 'all'"
+            )
         reader = state.get()
         view = trajectory_view(
             reader,
             id,
             version=_int_param(request, "version"),
             config=request.query_params.get("config") or None,
+            only_failed=steps == "failed",
         )
         same = reader.same_task(view.traj.task.task_id, exclude=view.traj.id)
         return page(

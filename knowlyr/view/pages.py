@@ -2,7 +2,10 @@
 
 - :func:`trajectory_view`: the task, each step's thought, action, observation, reward with
   its facets and the judge's rationale, file edits as diffs, screenshots, the outcome and its
-  source, and the lineage (runs, raw log, datasets, preference pairs).
+  source, and the lineage (runs, raw log, datasets, preference pairs); an outline of the steps
+  (which failed, :func:`step_failure`), the run's totals (:class:`Totals`: tokens, cost,
+  latency, duration; what the log does not record is ``None``, shown as "unknown") and the
+  domain profile its facets are read against (:class:`ProfileView`).
 - :func:`pair_view`: two trajectories of one task as a preference pair: chosen / rejected,
   the margin and the reason (a stored ``preferences`` row when there is one, else the reward
   stage's own rule, :func:`knowlyr.reward.preferences.build_preferences`).
@@ -18,6 +21,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -31,13 +35,18 @@ if TYPE_CHECKING:
 __all__ = [
     "FileDiff",
     "PairView",
+    "ProfileView",
     "StepView",
+    "Totals",
     "TrajectoryView",
     "diff_lines",
     "pair_view",
+    "profile_view",
     "same_step",
     "step_diffs",
+    "step_failure",
     "stored_pair_view",
+    "totals",
     "trajectory_view",
 ]
 
@@ -47,6 +56,8 @@ _FILE_EDITS = (
     "write_file",
 )  # canonical tools (knowlyr.reward.actions) that edit files
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_SUMMARY = 90  # characters of a step's line in the outline
+_PY_TOOLS = frozenset({"run_ipython", "ipython", "python", "execute_ipython_cell"})
 
 
 @dataclass
@@ -61,7 +72,17 @@ class FileDiff:
 
 @dataclass
 class StepView:
-    """One step as the pages show it."""
+    """One step as the pages show it.
+
+    Attributes:
+        params: the action's parameters as indented JSON (those left after ``command``).
+        command: a shell command (or Python cell, ``command_lang``) the action ran, shown as
+            code rather than JSON.
+        failed: why the step failed, in a few words (``exit 1``, ``error``, ``invalid
+            action``), or ``None``.
+        other_facets: facets the trajectory's domain profile does not weight (a reward scored
+            under another profile).
+    """
 
     step: Step
     params: str
@@ -71,10 +92,91 @@ class StepView:
     judge_error: str | None = None
     diffs: list[FileDiff] = field(default_factory=list)
     screenshot: str | None = None
+    command: str | None = None
+    command_lang: str = "bash"
+    failed: str | None = None
+    other_facets: dict[str, float] = field(default_factory=dict)
 
     @property
     def index(self) -> int:
         return self.step.index
+
+    @property
+    def summary(self) -> str:
+        """One short line for the outline: the command's first line, the target, or the
+        message."""
+        s = self.step
+        if self.command:
+            text = self.command.strip()
+        elif s.action is not None:
+            p = s.action.params
+            text = next(
+                (str(p[k]) for k in ("path", "url", "query", "element_id", "answer") if p.get(k)),
+                "",
+            )
+        else:
+            text = s.message or ""
+        line = text.strip().split("\n", 1)[0]
+        more = "…" if len(line) > _SUMMARY or "\n" in text.strip() else ""
+        return line[:_SUMMARY] + more
+
+
+@dataclass
+class Totals:
+    """A trajectory's totals over its steps; ``None`` where no step recorded the number.
+
+    Attributes:
+        prompt_tokens, completion_tokens: summed over the steps that recorded them
+            (``tokens_steps`` of them).
+        cost_usd: summed over the steps that recorded it (``cost_steps``), else the log's own
+            total (``cost_from`` says which).
+        latency_s: the steps' durations summed (``latency_steps`` recorded one).
+        duration_s: wall clock from the first step's timestamp to the last one's end.
+        failed: steps that failed (:func:`step_failure`).
+    """
+
+    steps: int
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    tokens_steps: int = 0
+    cost_usd: float | None = None
+    cost_steps: int = 0
+    cost_from: str | None = None
+    latency_s: float | None = None
+    latency_steps: int = 0
+    duration_s: float | None = None
+    failed: int = 0
+
+
+@dataclass
+class ProfileView:
+    """The domain profile a trajectory's facets are read against: its recorded domain's
+    built-in profile, else ``generic``.
+
+    Attributes:
+        domain: the domain the log (or environment) recorded for the task.
+        name: the profile shown: ``domain`` when it has a built-in profile, else ``generic``.
+        weights: the profile's rubric weights (a facet outside them counts for nothing here).
+        outside: facets of the shown reward that this profile does not weight (computed by
+            the rule layer but worth nothing under it, or a reward scored under another
+            profile).
+        scored_under: the built-in profile whose rules-only reward config the shown reward
+            has (``None``: no reward, or another config, e.g. with a judge or own weights).
+    """
+
+    domain: str
+    name: str
+    display_name: str
+    weights: dict[str, float]
+    outside: list[str] = field(default_factory=list)
+    scored_under: str | None = None
+
+    @property
+    def builtin(self) -> bool:
+        return self.name == self.domain
+
+    def weighs(self, rubric: str) -> bool:
+        return self.weights.get(rubric, 0.0) > 0
 
 
 @dataclass
@@ -91,6 +193,15 @@ class TrajectoryView:
     raw_blob: str | None
     version: int | None
     submission: list[tuple[str, str]] | None = None
+    totals: Totals | None = None
+    profile: ProfileView | None = None
+    only_failed: bool = False
+    query: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def shown_steps(self) -> list[StepView]:
+        """The steps the page shows: all, or the failed ones under ``only_failed``."""
+        return [s for s in self.steps if s.failed] if self.only_failed else self.steps
 
     @property
     def blobs(self) -> list[str]:
@@ -209,6 +320,114 @@ def _screenshot(step: Step, reader: StoreReader) -> str | None:
     return None
 
 
+def step_failure(step: Step) -> str | None:
+    """Why ``step`` failed, in a few words, or ``None`` (as far as its log says).
+
+    An action the agent's reply did not parse into is ``invalid action``, an observation with
+    an error is ``error``, a command with a non-zero exit code is ``exit N``.
+    """
+    from knowlyr.trajectory import INVALID_ACTION_TOOL
+
+    if step.action is not None and step.action.tool == INVALID_ACTION_TOOL:
+        return "invalid action"
+    o = step.observation
+    if o is not None:
+        if o.error:
+            return "error"
+        if o.exit_code not in (None, 0):
+            return f"exit {o.exit_code}"
+    return None
+
+
+def _command(step: Step) -> tuple[str | None, str, dict[str, Any]]:
+    """The command a shell (or Python) action ran, its language, and the other params."""
+    from knowlyr.reward.actions import SHELL_TOOLS
+
+    if step.action is None:
+        return None, "bash", {}
+    tool, params = step.action.tool, dict(step.action.params)
+    lang = "python" if tool in _PY_TOOLS else "bash" if tool in SHELL_TOOLS else None
+    if lang is None:
+        return None, "bash", params
+    for key in ("command", "cmd", "code"):
+        if isinstance(params.get(key), str):
+            return params.pop(key), lang, params
+    return None, "bash", params
+
+
+def totals(traj: Trajectory) -> Totals:
+    """What ``traj`` cost and took, summed over its steps (see :class:`Totals`)."""
+    t = Totals(steps=len(traj.steps))
+    prompt = completion = 0
+    cost = latency = 0.0
+    for step in traj.steps:
+        u = step.usage
+        if u is not None and (u.prompt_tokens is not None or u.completion_tokens is not None):
+            t.tokens_steps += 1
+            prompt += u.prompt_tokens or 0
+            completion += u.completion_tokens or 0
+            if u.prompt_tokens is not None:
+                t.prompt_tokens = prompt
+            if u.completion_tokens is not None:
+                t.completion_tokens = completion
+        if u is not None and u.cost_usd is not None:
+            t.cost_steps += 1
+            cost += u.cost_usd
+            t.cost_usd, t.cost_from = cost, "steps"
+        if step.duration_s is not None:
+            t.latency_steps += 1
+            latency += step.duration_s
+            t.latency_s = latency
+        if step_failure(step):
+            t.failed += 1
+    if t.cost_usd is None:
+        meta = traj.metadata
+        stats = meta.get("model_stats")
+        logged = meta.get("cost_usd")
+        if logged is None and isinstance(stats, dict):
+            logged = stats.get("instance_cost")
+        if isinstance(logged, int | float) and not isinstance(logged, bool):
+            t.cost_usd, t.cost_from = float(logged), "log"
+    stamped = [s for s in traj.steps if s.timestamp is not None]
+    if len(stamped) >= 2 or (stamped and stamped[-1].duration_s is not None):
+        first, last = stamped[0], stamped[-1]
+        span = (last.timestamp - first.timestamp).total_seconds()  # type: ignore[operator]
+        t.duration_s = span + (last.duration_s or 0.0)
+    return t
+
+
+def profile_view(traj: Trajectory, reward: RewardRow | None = None) -> ProfileView:
+    """The domain profile of ``traj``'s recorded domain (``generic`` when it has no built-in
+    one), with the facets of ``reward`` that it does not weight."""
+    from knowlyr.core.profile import BUILTIN_PROFILES
+
+    domain = traj.task.domain or "generic"
+    name = domain if domain in BUILTIN_PROFILES else "generic"
+    p = BUILTIN_PROFILES[name]
+    view = ProfileView(
+        domain=domain,
+        name=name,
+        display_name=p.display_name or name,
+        weights={k: v for k, v in p.rubric_weights.items() if v > 0},
+    )
+    if reward is not None:
+        seen = set(reward.rubrics)
+        for facets in reward.step_rubrics:
+            seen.update(k for k, v in (facets or {}).items() if v is not None)
+        view.outside = sorted(k for k in seen if not view.weighs(k))
+        view.scored_under = _rules_configs().get(reward.config_hash)
+    return view
+
+
+@cache
+def _rules_configs() -> dict[str, str]:
+    """config hash -> built-in profile, for each profile's rules-only reward engine."""
+    from knowlyr.core.profile import BUILTIN_PROFILES
+    from knowlyr.reward.store_io import engine_for
+
+    return {engine_for(name, profile=name).config_hash: name for name in BUILTIN_PROFILES}
+
+
 # -- pages ----------------------------------------------------------------------------------
 
 
@@ -219,6 +438,7 @@ def trajectory_view(
     version: int | None = None,
     config: str | None = None,
     lineage: bool = True,
+    only_failed: bool = False,
 ) -> TrajectoryView:
     """The trajectory page of ``id`` (a unique prefix of >= 8 characters works).
 
@@ -227,6 +447,7 @@ def trajectory_view(
         config: the reward config hash whose per-step rewards the steps show (default: the
             newest reward row).
         lineage: also read sightings, datasets and preference pairs.
+        only_failed: show only the steps that failed (the outline still lists every step).
 
     Raises:
         ConfigError: a malformed or ambiguous id, or a config the trajectory has no reward for.
@@ -245,18 +466,27 @@ def trajectory_view(
             )
         reward = picked[0]
     diffs = step_diffs(traj)
+    profile = profile_view(traj, reward)
     steps = []
     for i, step in enumerate(traj.steps):
-        params = (
-            orjson.dumps(step.action.params, option=orjson.OPT_INDENT_2).decode()
-            if step.action is not None
-            else ""
-        )
+        command, lang, rest = _command(step)
+        params = ""
+        if step.action is not None and (rest or command is None):
+            params = orjson.dumps(rest, option=orjson.OPT_INDENT_2).decode()
         sv = StepView(
-            step=step, params=params, diffs=diffs[i], screenshot=_screenshot(step, reader)
+            step=step,
+            params=params,
+            diffs=diffs[i],
+            screenshot=_screenshot(step, reader),
+            command=command,
+            command_lang=lang,
+            failed=step_failure(step),
         )
         if reward is not None:
             sv.reward, sv.facets, sv.rationale, sv.judge_error = reward.step(i)
+            sv.other_facets = {
+                k: v for k, v in sv.facets.items() if v is not None and not profile.weighs(k)
+            }
         elif step.reward is not None:
             sv.reward = step.reward
         steps.append(sv)
@@ -272,6 +502,10 @@ def trajectory_view(
         raw_blob=traj.source.blob if reader.has_blob(traj.source.blob) else None,
         version=version if version is not None else reader.version("trajectories"),
         submission=patch_lines(out.submission) if out.submission else None,
+        totals=totals(traj),
+        profile=profile,
+        only_failed=only_failed,
+        query={k: str(v) for k, v in (("version", version), ("config", config)) if v is not None},
     )
 
 

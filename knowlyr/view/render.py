@@ -15,7 +15,15 @@ from functools import cache
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
-__all__ = ["Links", "ServerLinks", "StaticLinks", "compile_templates", "render"]
+__all__ = [
+    "Links",
+    "ServerLinks",
+    "StaticLinks",
+    "compile_templates",
+    "markdown_html",
+    "render",
+    "source_html",
+]
 
 
 class Links(Protocol):
@@ -121,6 +129,74 @@ def _lines(text: str | None) -> int:
     return 0 if not text else text.count("\n") + 1
 
 
+def _count(x: int | None) -> str:
+    return "unknown" if x is None else f"{x:,}"
+
+
+def _seconds(x: float | None) -> str:
+    """A duration as people read it: ``0.84 s``, ``2 min 5 s``, ``1 h 3 min``."""
+    if x is None:
+        return "unknown"
+    if x < 60:
+        return f"{x:.2f} s" if x < 10 else f"{x:.0f} s"
+    m, s = divmod(round(x), 60)
+    if m < 60:
+        return f"{m} min {s} s"
+    h, m = divmod(m, 60)
+    return f"{h} h {m} min"
+
+
+def _highlight(code: str, lang: str | None, _attrs: Any = None) -> str:
+    """``code`` as Pygments token spans (escaped) for a known language, else ``""``."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    if not lang:
+        return ""
+    try:
+        lexer = get_lexer_by_name(lang)
+    except ClassNotFound:
+        return ""
+    return highlight(code, lexer, HtmlFormatter(nowrap=True))
+
+
+@cache
+def _markdown() -> Any:
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False, "breaks": True, "highlight": _highlight})
+    md.disable("image")  # a log's image link is a link, never a fetch
+    return md
+
+
+def markdown_html(text: str | None) -> Any:
+    """``text`` (a model's thought) as markdown: paragraphs, lists, emphasis, links and fenced
+    code (highlighted when the fence names a language). Raw HTML in it is shown as text,
+    ``javascript:`` links are not links, images are links."""
+    from markupsafe import Markup
+
+    return Markup(_markdown().render(text or ""))
+
+
+def source_html(code: str, lang: str = "bash") -> Any:
+    """``code`` (a shell command, Python cell) highlighted in a ``<pre class="code">``."""
+    from markupsafe import Markup, escape
+
+    body = _highlight(code, lang) or str(escape(code))
+    return Markup(f'<pre class="code {escape(lang)}"><code>{body}</code></pre>')
+
+
+@cache
+def _code_css() -> str:
+    from pygments.formatters import HtmlFormatter
+
+    css = HtmlFormatter(style="default").get_style_defs(".hl")
+    keep = (x.split(" /*", 1)[0] for x in css.splitlines() if x.startswith(".hl ."))
+    return "\n".join(keep)  # the token rules, without Pygments' global ones and comments
+
+
 @cache
 def _env() -> Any:
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
@@ -132,8 +208,17 @@ def _env() -> Any:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=_num, when=_when, outcome=_outcome, lines=_lines)
-    env.globals.update(fold_chars=600, fold_lines=12)
+    env.filters.update(
+        num=_num,
+        when=_when,
+        outcome=_outcome,
+        lines=_lines,
+        count=_count,
+        seconds=_seconds,
+        markdown=markdown_html,
+        source=source_html,
+    )
+    env.globals.update(fold_chars=600, fold_lines=12, code_css=_code_css())
     return env
 
 

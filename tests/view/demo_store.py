@@ -1,7 +1,9 @@
 """A small real store for the viewer's tests and the docs' screenshots.
 
 - the real agent logs of ``tests/data/fixtures`` (SWE-agent, OpenHands, the knowlyr browser
-  example) through ``ingest``: runs, sightings and raw-log blobs;
+  example) and the three real mini-swe-agent runs of ``tests/recorder/data/mini_swe_agent``
+  (13 to 31 steps, with per-step tokens and cost) through one ``ingest``: runs, sightings and
+  raw-log blobs;
 - three attempts at one coding task (``calc-add``: a fix with a file edit that passes, a
   whole-file rewrite that fails, and one that gives up) and a browser episode whose
   ``screenshot`` step names a PNG blob, added by one ``collect`` run;
@@ -31,6 +33,8 @@ from knowlyr.trajectory import (
 )
 
 CALC_TASK = "calc-add"
+#: real mini-swe-agent runs (see their README)
+MINI_SWE_AGENT = Path(__file__).resolve().parents[1] / "recorder" / "data" / "mini_swe_agent"
 _FAILING = (
     "F                                                                        [100%]\n"
     "=================================== FAILURES ===================================\n"
@@ -202,6 +206,7 @@ class DemoStore:
     collect_run: str
     ingest_run: str
     dataset: str
+    mini_swe_agent: dict[str, Trajectory]  # the mini-swe-agent runs by task id
 
 
 #: what the demo judge says about a step, by a text its CURRENT STEP holds (first match)
@@ -242,7 +247,12 @@ def build_demo_store(path: str | Path, fixtures: Path) -> DemoStore:
     from knowlyr.store.ingest import ingest
 
     store = Store.open(str(path))
-    ingested = ingest(store, [fixtures])
+    ingested = ingest(store, [fixtures, MINI_SWE_AGENT])
+    mini_ids = store.read("trajectories", columns=["id", "source_format"])
+    mini = {
+        t.task.task_id: t
+        for t in (store.get_trajectory(i) for i, f in mini_ids.iter_rows() if f == "mini_swe_agent")
+    }
     fixed, rewrite, gave_up = calc_attempts()
     shot = store.put_blob(png(240, 120))
     browser = browser_episode(shot)
@@ -276,4 +286,5 @@ def build_demo_store(path: str | Path, fixtures: Path) -> DemoStore:
         collect_run="collect-demo-1",
         ingest_run=ingested.run_id,
         dataset=exported.name,
+        mini_swe_agent=mini,
     )
