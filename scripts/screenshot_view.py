@@ -5,6 +5,7 @@ plus three scored attempts at one coding task, see ``tests/view/demo_store.py``)
 temporary folder, or uses ``--store``, serves it on a free loopback port and writes::
 
     docs/view-list.png  docs/view-trajectory.png  docs/view-pair.png
+    docs/view-mini-swe-agent.png  (a real 27-step mini-swe-agent run: totals and outline)
 
 Run:  python scripts/screenshot_view.py [--store PATH] [--out docs]
 Needs the Debian package ``chromium`` (``scripts/setup-system.sh --screenshots``).
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                 "view-list.png": "/?sort=-reward",
                 "view-trajectory.png": f"/t/{demo.fixed.id}",
                 "view-pair.png": f"/compare/{demo.fixed.id}/{demo.rewrite.id}",
+                "view-mini-swe-agent.png": f"/t/{demo.mini_swe_agent['django__django-15277'].id}",
             }
             print(f"demo store with task {CALC_TASK} at {store_url}", file=sys.stderr)
         with socket.socket() as s:
@@ -63,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         while not server.started:
             time.sleep(0.05)
         try:
-            sizes = {"view-trajectory.png": (1400, 3450), "view-pair.png": (1600, 1500)}
+            sizes = {
+                "view-trajectory.png": (1400, 3450),
+                "view-pair.png": (1600, 1500),
+                "view-mini-swe-agent.png": (1400, 2000),
+            }
             for name, path in pages.items():
                 width, height = sizes.get(name, (1500, 900))
                 out = screenshot(

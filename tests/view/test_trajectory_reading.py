@@ -156,8 +156,10 @@ def test_domain_profile_per_trajectory(http, demo, tmp_path):
     weigh are struck through, and a reward scored under coding says so."""
     r = http.get(f"/t/{demo.browser.id}")
     page = text(r)
-    assert "domain profile browser (Browser agent)" in page
+    assert "domain profile browser (Browser agent) weighs 8 facets" in page
     assert "this reward: scored under the browser profile (rules)" in page
+    row = http.get("/", params={"task": "docs-search"}).text.split("<tbody>", 1)[1]
+    assert '<td>docs-search</td><td class="muted small">browser</td>' in row  # the list too
     assert "struck through: no_setback, non_regression" in page
     other = step_block(r, 0).split('<div class="facets other"', 1)[1].split("</div>", 1)[0]
     assert "non_regression 1.00" in other and "command_success" not in other
