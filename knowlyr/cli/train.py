@@ -610,9 +610,23 @@ def train_sft_cmd(
         help="Training chat template with {% generation %} markers (a .jinja file or a shipped "
         "name such as chatml_training); default: the one found for the model's template.",
     ),
+    packing: bool = typer.Option(
+        False,
+        "--packing",
+        help="Pack rows into --max-length token budgets with no padding (attention never "
+        "crosses rows; observation masking and step weights stay exact). Needs --max-length.",
+    ),
+    max_length: int | None = typer.Option(
+        None,
+        "--max-length",
+        min=1,
+        help="Longest tokenized row; with --packing, the tokens of each packed row "
+        "(default: never truncate; chunk long trajectories at export instead).",
+    ),
     seed: int = _SEED,
 ) -> None:
-    """Supervised fine-tuning (observation masking on; optional step weights and curriculum).
+    """Supervised fine-tuning (observation masking on; optional step weights, curriculum and
+    padding-free packing).
 
     Learning rate: the tiny preset's 3e-3 for --model tiny, TRL's for a pretrained model;
     the run prints the values it trains with."""
@@ -620,6 +634,17 @@ def train_sft_cmd(
     from knowlyr.train.sft_config import KnowlyrSFTConfig
 
     _check_chat_template(chat_template)
+    if packing and max_length is None:
+        raise _usage(
+            "--packing",
+            "needs --max-length, the token budget of each packed row (e.g. --max-length 4096)",
+        )
+    if packing and curriculum:
+        raise _usage(
+            "--packing",
+            "regroups rows into budgets by length, and --curriculum reads them in order; "
+            "drop one of them",
+        )
     ds = _dataset(data)
     m, tok = _model(model, ds, seed)
     config = KnowlyrSFTConfig(
@@ -627,8 +652,10 @@ def train_sft_cmd(
         step_weighted_loss=step_weighted,
         curriculum=curriculum,
         chat_template=chat_template,
+        max_length=max_length,
+        packing=packing,
     )
-    _chosen(config, model, lr)
+    _chosen(config, model, lr, max_length=max_length, packing=packing or None)
     _report(_train(train_sft, ds, m, tok, config))
 
 

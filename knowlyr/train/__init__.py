@@ -12,7 +12,10 @@ the names below load on first use.
   :mod:`~knowlyr.train.grpo_config` / :mod:`~knowlyr.train.grpo_trainer`;
 - :mod:`knowlyr.train.run`: :func:`train_sft`, :func:`train_dpo`, :func:`train_grpo`;
 - :mod:`knowlyr.train.evaluation`: :func:`evaluate_agent`, :func:`compare_agents`;
-- :mod:`knowlyr.train.rewards`: :func:`tool_call_reward` (a verifiable GRPO reward function).
+- :mod:`knowlyr.train.rewards`: :func:`tool_call_reward` (a verifiable GRPO reward function);
+- :func:`estimate_training_memory` / :class:`MemoryEstimate`: the device memory of one
+  training step (parameters, gradients, optimizer states, activations), what the SFT
+  trainer checks against the free GPU memory before training.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ _EXPORTS = {
     "evaluate_agent": "knowlyr.train.evaluation",
     "compare_agents": "knowlyr.train.evaluation",
     "tool_call_reward": "knowlyr.train.rewards",
+    "MemoryEstimate": "knowlyr.train._defaults",
+    "estimate_training_memory": "knowlyr.train._defaults",
 }
 
 __all__ = sorted(_EXPORTS)

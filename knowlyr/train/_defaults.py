@@ -10,6 +10,7 @@ from typing import Any
 from knowlyr.errors import TrainError
 
 __all__ = [
+    "ACTIVATION_CHECKPOINTING_HELP",
     "MEMORY_OPTIONS",
     "TINY_LEARNING_RATES",
     "MemoryEstimate",
@@ -25,6 +26,13 @@ __all__ = [
 #: leaves a tiny model's loss near 5.6 after 25 epochs), DPO 5e-4 and GRPO 1e-4 (the defaults
 #: of ``train_dpo_checkpoint`` / ``train_grpo_checkpoint``). A pretrained model keeps TRL's.
 TINY_LEARNING_RATES: dict[str, float] = {"sft": 3e-3, "dpo": 5e-4, "grpo": 1e-4}
+
+#: Help text of every knowlyr config's ``activation_checkpointing`` field (default ``None``,
+#: resolved by :func:`apply_device_defaults`).
+ACTIVATION_CHECKPOINTING_HELP = (
+    "Recompute activations in backward instead of keeping them (trades compute for memory). "
+    "None: on when training on CUDA, off on the CPU (tiny models)."
+)
 
 
 def apply_device_defaults(config: Any) -> None:

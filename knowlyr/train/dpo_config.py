@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from trl import DPOConfig
 
-from knowlyr.train._defaults import apply_device_defaults
+from knowlyr.train._defaults import ACTIVATION_CHECKPOINTING_HELP, apply_device_defaults
 
 __all__ = ["KnowlyrDPOConfig"]
 
@@ -17,7 +17,8 @@ class KnowlyrDPOConfig(DPOConfig):
 
     Defaults that differ from TRL: ``max_length=None`` (never truncate trajectories),
     ``bf16`` only where the GPU supports it, ``use_cpu`` without a GPU,
-    ``activation_checkpointing=False``, ``report_to="none"``, ``save_strategy="no"``.
+    ``activation_checkpointing`` on when training on CUDA and off on the CPU (as for SFT),
+    ``report_to="none"``, ``save_strategy="no"``.
 
     Example:
         >>> config = KnowlyrDPOConfig(output_dir="out", beta=0.1)
@@ -44,8 +45,7 @@ class KnowlyrDPOConfig(DPOConfig):
         },
     )
     activation_checkpointing: bool | None = field(
-        default=False,
-        metadata={"help": "Trade compute for memory; off by default (tiny and small models)."},
+        default=None, metadata={"help": ACTIVATION_CHECKPOINTING_HELP}
     )
     gradient_checkpointing: bool | None = field(
         default=None,

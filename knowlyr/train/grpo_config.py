@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
-from knowlyr.train._defaults import apply_device_defaults
+from knowlyr.train._defaults import ACTIVATION_CHECKPOINTING_HELP, apply_device_defaults
 
 __all__ = ["KnowlyrGRPOConfig"]
 
@@ -17,8 +17,8 @@ class KnowlyrGRPOConfig(GRPOConfig):
 
     Defaults that differ from TRL: ``num_generations=4``, ``max_completion_length=128``,
     ``max_tool_calling_iterations=8``, ``bf16`` only where the GPU supports it, ``use_cpu``
-    without a GPU, ``activation_checkpointing=False``, ``report_to="none"``,
-    ``save_strategy="no"``.
+    without a GPU, ``activation_checkpointing`` on when training on CUDA and off on the CPU
+    (as for SFT), ``report_to="none"``, ``save_strategy="no"``.
 
     Example:
         >>> config = KnowlyrGRPOConfig(output_dir="out", step_advantage=True, step_advantage_mix=0.5)
@@ -62,8 +62,7 @@ class KnowlyrGRPOConfig(GRPOConfig):
         },
     )
     activation_checkpointing: bool | None = field(
-        default=False,
-        metadata={"help": "Trade compute for memory; off by default (tiny and small models)."},
+        default=None, metadata={"help": ACTIVATION_CHECKPOINTING_HELP}
     )
     gradient_checkpointing: bool | None = field(
         default=None,

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -138,13 +139,42 @@ def _train(
 
 
 def train_sft(
-    dataset: Any, model: Any, tokenizer: Any, config: Any = None, **trainer_kwargs: Any
+    dataset: Any,
+    model: Any,
+    tokenizer: Any,
+    config: Any = None,
+    *,
+    packing: bool | None = None,
+    max_length: int | None = None,
+    **trainer_kwargs: Any,
 ) -> TrainResult:
-    """SFT with :class:`~knowlyr.train.sft_trainer.KnowlyrSFTTrainer` and save the result."""
+    """SFT with :class:`~knowlyr.train.sft_trainer.KnowlyrSFTTrainer` and save the result.
+
+    Args:
+        dataset: an exported SFT dataset.
+        model, tokenizer: the model to train and its tokenizer.
+        config: a :class:`~knowlyr.train.sft_config.KnowlyrSFTConfig` (default: one writing
+            to ``runs/sft``).
+        packing: when given, overrides ``config.packing``: pack rows into ``max_length``-token
+            budgets without padding (see :mod:`knowlyr.train.packing`).
+        max_length: when given, overrides ``config.max_length`` (packing needs one).
+        **trainer_kwargs: passed to the trainer (``callbacks``, ``eval_dataset``...).
+
+    Raises:
+        TrainError: packing without ``max_length`` (here or in ``config``).
+
+    Example:
+        >>> result = train_sft(ds, model, tok, config, packing=True, max_length=4096)  # doctest: +SKIP
+    """
     from knowlyr.train.sft_config import KnowlyrSFTConfig
     from knowlyr.train.sft_trainer import KnowlyrSFTTrainer
 
     config = config or KnowlyrSFTConfig(output_dir="runs/sft")
+    overrides = {
+        k: v for k, v in (("packing", packing), ("max_length", max_length)) if v is not None
+    }
+    if overrides:  # a new config, so its checks (packing needs max_length...) run again
+        config = dataclasses.replace(config, **overrides)
     return _train(KnowlyrSFTTrainer, dataset, model, tokenizer, config, trainer_kwargs)
 
 
