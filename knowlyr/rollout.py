@@ -220,6 +220,7 @@ def collect(
     reward_fn: Callable[[Action, TimeStep], float] | None = None,
     concurrency: int = 1,
     env_kwargs: dict[str, Any] | None = None,
+    on_episode: Callable[[Trajectory], None] | None = None,
 ) -> list[Trajectory]:
     """Run ``n_episodes`` episodes of ``agent`` in ``env_id`` and return their trajectories.
 
@@ -234,6 +235,8 @@ def collect(
         reward_fn: ``(action, timestep) -> float`` replacing each step's reward.
         concurrency: episodes run at once (threads, one env and agent each).
         env_kwargs: extra arguments for the env (e.g. ``{"family": "order_status"}``).
+        on_episode: called with each finished trajectory, as episodes end (from the worker
+            threads, one call at a time): progress bars, live counts.
 
     Returns:
         The trajectories in episode order; failed episodes are included, not raised.
@@ -257,6 +260,8 @@ def collect(
         raise ConfigError("tasks must not be empty; pass tasks=None to let the env draw tasks")
     if reward_fn is not None and not callable(reward_fn):
         raise ConfigError(f"reward_fn must be callable, got {reward_fn!r}")
+    if on_episode is not None and not callable(on_episode):
+        raise ConfigError(f"on_episode must be callable, got {on_episode!r}")
     steps = max_steps or spec(env_id).max_steps or DEFAULT_MAX_STEPS
     factory = _agent_factory(agent, concurrency)
     results: list[Trajectory | None] = [None] * n_episodes
@@ -282,6 +287,9 @@ def collect(
                 rec.trajectories.clear()  # collect keeps them in order itself
                 traj.metadata.update({"env_id": env_id, "episode": i, "seed": seed + i})
                 results[i] = traj
+                if on_episode is not None:
+                    with lock:
+                        on_episode(traj)
         finally:
             env.close()
 

@@ -137,3 +137,14 @@ def test_configuration_errors_are_raised_not_recorded():
         collect(
             "knowlyr/conversation", ExpertAgent, 1, tasks=["conversation-order_status-99999999"]
         )
+
+
+def test_on_episode_sees_every_trajectory_once_as_episodes_end():
+    from knowlyr.agents import ExpertAgent
+
+    seen = []
+    trajs = collect(
+        "knowlyr/conversation", ExpertAgent, 5, seed=3, concurrency=2, on_episode=seen.append
+    )
+    assert sorted(t.metadata["episode"] for t in seen) == [0, 1, 2, 3, 4]
+    assert {t.id for t in seen} == {t.id for t in trajs}

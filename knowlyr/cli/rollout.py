@@ -15,8 +15,13 @@ Examples::
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -131,6 +136,12 @@ def rollout(
     tasks_file: Path = typer.Option(
         None, "--tasks", help="Run your own tasks: a Task JSONL file (cycled)."
     ),
+    quiet: bool = typer.Option(
+        False,
+        "-q",
+        "--quiet",
+        help="No progress bar (there is none either when stderr is not a terminal or $CI is set).",
+    ),
 ) -> None:
     """Run an agent in an env and report (and optionally save) the trajectories."""
     from knowlyr.cli import fail
@@ -154,16 +165,18 @@ def rollout(
             if not loaded.tasks:
                 raise fail(f"--tasks: no valid task in {tasks_file} (reasons above)", usage=True)
             tasks = loaded.tasks
-        trajs = collect(
-            env_id,
-            factory,
-            n,
-            max_steps=max_steps,
-            seed=seed,
-            concurrency=concurrency,
-            env_kwargs=env_kwargs,
-            tasks=tasks,
-        )
+        with episode_progress(n, f"{env_id} {agent}", quiet=quiet) as on_episode:
+            trajs = collect(
+                env_id,
+                factory,
+                n,
+                max_steps=max_steps,
+                seed=seed,
+                concurrency=concurrency,
+                env_kwargs=env_kwargs,
+                tasks=tasks,
+                on_episode=on_episode,
+            )
     except KnowlyrError as e:  # a ConfigError exits 2, a sandbox or model failure 1
         raise fail(e) from None
     if out is not None:
@@ -180,6 +193,54 @@ def rollout(
         + (f"; wrote {out}" if out else ""),
         file=sys.stdout,
     )
+
+
+def shows_progress(quiet: bool = False) -> bool:
+    """Whether to draw a progress bar: not under ``--quiet``, in CI (``$CI``) or when stderr
+    is not a terminal (a pipe or a log file gets the summary line only)."""
+    return not quiet and not os.environ.get("CI") and sys.stderr.isatty()
+
+
+@contextmanager
+def episode_progress(total: int, what: str, *, quiet: bool = False) -> Iterator[Any]:
+    """A rich progress bar on stderr for ``total`` episodes (done / total, successes so far,
+    episodes per second, elapsed and ETA); yields the ``on_episode`` callback for
+    :func:`~knowlyr.rollout.collect`, or None when no bar is shown."""
+    if not shows_progress(quiet):
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("episodes, {task.fields[ok]} successful, {task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    started = time.monotonic()
+    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
+        task = bar.add_task(what, total=total, ok=0, rate="-")
+        ok = 0
+
+        def on_episode(traj: Any) -> None:
+            nonlocal ok
+            ok += bool(traj.outcome.success)
+            done = bar.tasks[0].completed + 1
+            rate = done / max(time.monotonic() - started, 1e-9)
+            bar.update(task, advance=1, ok=ok, rate=f"{rate:.2f}/s")
+
+        yield on_episode
 
 
 def _usage_summary(trajs) -> str:
