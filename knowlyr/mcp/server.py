@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import logging
 import signal
@@ -188,10 +189,7 @@ def _problem(err: Any, fields: dict[str, Any] | None) -> str:
         desc = fields[loc].description if fields and loc in fields else None
         return f"`{loc}` is required" + (f" ({desc.rstrip('.')})" if desc else "")
     if kind == "extra_forbidden":
-        known = ", ".join(fields or ())
-        return f"`{loc}` is not an argument of this tool" + (
-            f" (it takes {known})" if known else ""
-        )
+        return _unknown(loc, fields) if fields else f"`{loc}` is not a known field"
     if kind in ("literal_error", "enum"):
         return f"`{loc}` must be one of {err['ctx']['expected']}, got {_value(got)}"
     if kind.startswith(("value_error", "assertion_error")) or not loc:
@@ -199,12 +197,19 @@ def _problem(err: Any, fields: dict[str, Any] | None) -> str:
     return f"`{loc}`: {msg[0].lower()}{msg[1:]}, got {_value(got)}"
 
 
+def _unknown(arg: str, fields: dict[str, Any]) -> str:
+    close = difflib.get_close_matches(arg, fields, n=1)
+    hint = f"did you mean `{close[0]}`? " if close else ""
+    return f"`{arg}` is not an argument of this tool ({hint}it takes {', '.join(fields)})"
+
+
 def _invalid(e: ValidationError, fields: dict[str, Any] | None = None) -> str:
     """A validation error as one line: each bad argument (three at most) and its fix."""
     errors = e.errors()
     parts = [_problem(err, fields) for err in errors[:3]]
     more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
-    return "invalid arguments: " + "; ".join(parts) + more + "; fix them and call again"
+    fix = "fix them and call again" if len(errors) > 1 else "fix it and call again"
+    return "invalid arguments: " + "; ".join(parts) + more + "; " + fix
 
 
 def _message(e: BaseException, fields: dict[str, Any] | None = None) -> str:
@@ -292,6 +297,11 @@ def create_server(state: ServerState, *, name: str = "knowlyr") -> MCPServer:
 
     class Server(MCPServer):
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            spec = TOOLS.get(name)
+            unknown = [k for k in arguments if spec and k not in spec.input.model_fields]
+            if spec and unknown:  # the SDK would drop them silently
+                problems = "; ".join(_unknown(k, spec.input.model_fields) for k in unknown)
+                raise ToolError(f"Error executing tool {name}: invalid arguments: {problems}")
             try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as e:
@@ -365,8 +375,13 @@ def serve(
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        state.close()
+        # a SIGTERM now (a stdio client sends one 2 s after closing stdin) must not cut the
+        # close short: closing many sandboxes on a busy machine takes seconds
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            state.close()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         print("knowlyr mcp: stopped; every sandbox closed", file=sys.stderr)
 
 

@@ -165,6 +165,8 @@ def test_input_schemas_say_what_each_tool_needs(session: Session, root: Path):
          "`n_boot`: input should be greater than or equal to 10, got 3"),
         ("convert_logs", {"paths": [SWE]}, "`output` is required (Trajectory JSONL file to write"),
         ("replay_trajectory", {"sandbox_id": "sb-1"}, "give exactly one of `trajectory`"),
+        ("convert_logs", {"path": SWE, "output": "x.jsonl"},
+         "`path` is not an argument of this tool (did you mean `paths`? it takes paths, output"),
         ("run_pipeline", {"logs": [SWE], "parameters": {"reward": {"layers": 5}}},
          "parameters of the ingest pipeline"),
     ],
