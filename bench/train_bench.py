@@ -84,9 +84,14 @@ def build(kind: str, ds, tok, seed: int = 0):
 
 def run(kind: str, ds, tok, seed: int = 0) -> dict[str, float]:
     """One whole ``trainer.train()``; steady-state figures from the end of step 1."""
+    return measure(build(kind, ds, tok, seed))
+
+
+def measure(trainer) -> dict[str, float]:
+    """Train ``trainer`` once; tokens per wall and CPU second from the end of step 1 (TRL's
+    non-padding ``num_tokens``), ms per step and the collator's share."""
     from transformers import TrainerCallback
 
-    trainer = build(kind, ds, tok, seed)
     marks: list[tuple[float, float, int, float]] = []
     collate = [0.0]
     collator = trainer.data_collator
