@@ -60,3 +60,28 @@ def test_no_bar_when_stderr_is_not_a_terminal():
         [sys.executable, "-m", "knowlyr", *ARGV], capture_output=True, text=True, env=environ
     )
     assert r.returncode == 0 and "ETA" not in r.stderr and "6 episodes" in r.stdout
+
+
+def test_training_shows_a_bar_with_steps_loss_and_eta_then_names_its_losses(tmp_path):
+    from knowlyr.agents import ExpertAgent
+    from knowlyr.export import export_sft
+    from knowlyr.rollout import collect
+
+    trajs = collect("knowlyr/conversation", ExpertAgent, 16, env_kwargs={"family": "order_status"})
+    export_sft(trajs).save(tmp_path / "sft")
+    argv = ["train", "sft", str(tmp_path / "sft"), "-o", str(tmp_path / "run"), "--epochs", "2"]
+    out = _on_a_terminal(*argv)
+    assert "training" in out and "steps, loss" in out and "steps/s" in out and "ETA" in out
+    assert "trained 4 steps in" in out and "mean train loss" in out  # TRL's train_loss named
+    assert "{'train_runtime'" not in out and "it/s]" not in out  # no HF dicts, no tqdm bar
+    quiet = _on_a_terminal(*argv, "--quiet")
+    assert "ETA" not in quiet and "trained 4 steps in" in quiet and "it/s]" not in quiet
+    piped = subprocess.run(
+        [sys.executable, "-m", "knowlyr", *argv],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "CI"},
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert "step 4/4: train_runtime=" in piped.stderr  # a log file gets the logger's lines
+    assert "ETA" not in piped.stderr and "trained 4 steps in" in piped.stderr

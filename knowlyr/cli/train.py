@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -529,6 +531,12 @@ _LR = typer.Option(
 _BS = typer.Option(8, "--batch-size", help="Per-device batch size.")
 _LORA = typer.Option(None, "--lora-r", help="Train a LoRA adapter of this rank (needs peft).")
 _SEED = typer.Option(0, "--seed", help="Random seed.")
+_QUIET = typer.Option(
+    False,
+    "-q",
+    "--quiet",
+    help="No progress bar (there is none either when stderr is not a terminal or $CI is set).",
+)
 
 
 def _common(
@@ -582,8 +590,105 @@ def _chosen(config: Any, model: str, lr: float | None, **extra: Any) -> None:
     typer.echo(f"training with {line} (learning rate {source})", err=True)
 
 
+class _StderrLines(logging.StreamHandler):
+    """Log lines to whatever ``sys.stderr`` is when they are written (a test runner swaps it)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def _progress(config: Any, quiet: bool) -> list:
+    """How a training run reports: on a terminal a rich progress bar on stderr (step /
+    steps, the last logged loss, steps per second, elapsed and ETA), returned as a
+    ``TrainerCallback``; on a pipe or in a log file the ``step N/M: loss=...`` lines of the
+    ``knowlyr.train`` logger on stderr; nothing under ``--quiet`` or in CI. transformers' own
+    tqdm bar and printed log dicts are off in every case (``disable_tqdm``)."""
+    import os
+
+    from knowlyr.cli.rollout import shows_progress
+
+    config.disable_tqdm = True  # knowlyr.train.run then logs through knowlyr.train instead
+    if not shows_progress(quiet):
+        if not quiet and not os.environ.get("CI"):
+            log = logging.getLogger("knowlyr.train")
+            if not any(isinstance(h, _StderrLines) for h in log.handlers):
+                handler = _StderrLines()
+                handler.setFormatter(logging.Formatter("%(message)s"))
+                log.addHandler(handler)
+            log.setLevel(logging.INFO)
+        return []
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from transformers import TrainerCallback
+
+    class RichProgress(TrainerCallback):
+        bar: Progress | None = None
+        task = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.bar = Progress(
+                TextColumn("training"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("steps, {task.fields[loss]}, {task.fields[rate]}"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+            )
+            self.bar.start()
+            self.task = self.bar.add_task("train", total=state.max_steps, loss="loss -", rate="-")
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.bar is not None:
+                elapsed = self.bar.tasks[0].elapsed or 0.0
+                rate = f"{state.global_step / elapsed:.2f} steps/s" if elapsed else "-"
+                self.bar.update(self.task, completed=state.global_step, rate=rate)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if self.bar is not None and logs and isinstance(logs.get("loss"), int | float):
+                self.bar.update(self.task, loss=f"loss {logs['loss']:.4g}")
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if self.bar is not None:
+                self.bar.stop()
+
+    return [RichProgress()]
+
+
 def _report(result) -> None:
+    """One readable line on stderr (steps, time, the losses by their names), then the
+    metrics as JSON on stdout."""
     metrics = {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
+    losses = [h["loss"] for h in result.log_history if isinstance(h.get("loss"), int | float)]
+    steps = max((h.get("step", 0) for h in result.log_history), default=0)
+    named = [
+        f"{what} {v:.4g}"
+        for what, v in (
+            ("last logged loss", losses[-1] if losses else None),
+            ("mean train loss", metrics.get("train_loss")),
+            ("eval loss", metrics.get("eval_loss")),
+        )
+        if v is not None
+    ]
+    typer.echo(
+        f"trained {steps} steps in {result.seconds:.0f} s"
+        + (f": {', '.join(named)}" if named else "")
+        + f"; model in {result.path}",
+        err=True,
+    )
     typer.echo(
         json.dumps(
             {"model": str(result.path), "seconds": round(result.seconds, 1), **metrics}, indent=2
@@ -624,6 +729,7 @@ def train_sft_cmd(
         "(default: never truncate; chunk long trajectories at export instead).",
     ),
     seed: int = _SEED,
+    quiet: bool = _QUIET,
 ) -> None:
     """Supervised fine-tuning (observation masking on; optional step weights, curriculum and
     padding-free packing).
@@ -656,7 +762,7 @@ def train_sft_cmd(
         packing=packing,
     )
     _chosen(config, model, lr, max_length=max_length, packing=packing or None)
-    _report(_train(train_sft, ds, m, tok, config))
+    _report(_train(train_sft, ds, m, tok, config, callbacks=_progress(config, quiet)))
 
 
 @train_app.command("dpo")
@@ -670,6 +776,7 @@ def train_dpo_cmd(
     lora_r: int | None = _LORA,
     beta: float = typer.Option(0.1, "--beta", help="DPO beta."),
     seed: int = _SEED,
+    quiet: bool = _QUIET,
 ) -> None:
     """Direct preference optimisation on exported pairs.
 
@@ -684,7 +791,7 @@ def train_dpo_cmd(
         **_common("dpo", model, output, epochs, lr, batch_size, lora_r, seed), beta=beta
     )
     _chosen(config, model, lr, beta=beta)
-    _report(_train(train_dpo, ds, m, tok, config))
+    _report(_train(train_dpo, ds, m, tok, config, callbacks=_progress(config, quiet)))
 
 
 @train_app.command("grpo")
@@ -709,6 +816,7 @@ def train_grpo_cmd(
     max_steps: int = typer.Option(8, "--max-env-steps", help="Tool calls per rollout."),
     lora_r: int | None = _LORA,
     seed: int = _SEED,
+    quiet: bool = _QUIET,
 ) -> None:
     """Online multi-turn GRPO in a knowlyr env (TRL environment_factory), step-level advantages.
 
@@ -739,4 +847,14 @@ def train_grpo_cmd(
         max_tool_calling_iterations=max_steps,
     )
     _chosen(config, model, lr, generations=generations)
-    _report(_train(train_grpo, ds, m, tok, config, environment_factory=env_factory))
+    _report(
+        _train(
+            train_grpo,
+            ds,
+            m,
+            tok,
+            config,
+            environment_factory=env_factory,
+            callbacks=_progress(config, quiet),
+        )
+    )

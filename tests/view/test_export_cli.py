@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from knowlyr.cli import app
@@ -113,7 +114,12 @@ def test_knowlyr_view_serves_on_loopback_by_default(demo):
             except httpx.ConnectError:
                 assert time.monotonic() < deadline and proc.poll() is None, "no server"
                 time.sleep(0.1)
-        assert r.status_code == 200 and demo.fixed.id in r.text
+        if r.status_code != 200:  # the server's own log says why
+            proc.terminate()
+            pytest.fail(
+                f"{r.status_code}: {r.text[:500]}\n{proc.communicate(timeout=10)[1][-4000:]}"
+            )
+        assert demo.fixed.id in r.text
         assert _listening(port) == ["0100007F"]  # 127.0.0.1 only
     finally:
         proc.terminate()
