@@ -43,8 +43,9 @@ run: install sysdeps
 # the order given (--no-loadscope-reorder). TEST_WORKERS=0 runs in one process.
 # `make test` leaves out the tests marked slow (the learning tests: SFT and GRPO from scratch
 # beating the untrained model, the two-night loop, the deployment on a real server and worker,
-# TRL's own command line), which alone take longer than the rest here; `make test-all` runs
-# every test and is what CI runs (.ci/run).
+# a real Dask cluster, whole episodes against a served checkpoint, TRL's own command line),
+# which alone take longer than the rest here; `make test-all` runs every test and is what CI
+# runs (.ci/run).
 TEST_WORKERS ?= 2
 PYTEST = $(PY) -m pytest -q -rs -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 test: install sysdeps

@@ -219,6 +219,7 @@ def _actions(t: Trajectory) -> list[tuple[str, dict, str]]:
     return [(s.tool, s.action.params if s.action else {}, s.thought) for s in t.steps]
 
 
+@pytest.mark.slow
 def test_openai_agent_on_the_served_checkpoint_succeeds_like_in_process_inference(checkpoint):
     heldout = {"family": "order_status", "split": "heldout"}
     bridge = AgentInference.from_pretrained(checkpoint)

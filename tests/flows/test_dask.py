@@ -29,7 +29,9 @@ from tests.envs.server_proc import REPO, free_port, start_server
 from tests.flows.helpers import task_states
 from tests.store.s3_server import S3Server, aws_env, s3_server
 
-pytestmark = pytest.mark.usefixtures("prefect_harness")
+# a real Dask cluster (scheduler and worker processes), an S3 server and env servers: ~1.5
+# minutes, so `make test-all` (CI) runs them and `make test` does not
+pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 
 
 @dataclass
