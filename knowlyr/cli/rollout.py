@@ -201,14 +201,9 @@ def shows_progress(quiet: bool = False) -> bool:
     return not quiet and not os.environ.get("CI") and sys.stderr.isatty()
 
 
-@contextmanager
-def episode_progress(total: int, what: str, *, quiet: bool = False) -> Iterator[Any]:
-    """A rich progress bar on stderr for ``total`` episodes (done / total, successes so far,
-    episodes per second, elapsed and ETA); yields the ``on_episode`` callback for
-    :func:`~knowlyr.rollout.collect`, or None when no bar is shown."""
-    if not shows_progress(quiet):
-        yield None
-        return
+def progress_bar(label: str, counts: str) -> Any:
+    """A rich ``Progress`` on stderr: ``label``, a bar, done/total, ``counts`` (a
+    ``TextColumn`` format over the task's fields), elapsed time and ETA."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -219,17 +214,29 @@ def episode_progress(total: int, what: str, *, quiet: bool = False) -> Iterator[
         TimeRemainingColumn,
     )
 
-    columns = (
-        TextColumn("{task.description}"),
+    return Progress(
+        TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("episodes, {task.fields[ok]} successful, {task.fields[rate]}"),
+        TextColumn(counts),
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
+        console=Console(stderr=True),
     )
+
+
+@contextmanager
+def episode_progress(total: int, what: str, *, quiet: bool = False) -> Iterator[Any]:
+    """A rich progress bar on stderr for ``total`` episodes (done / total, successes so far,
+    episodes per second, elapsed and ETA); yields the ``on_episode`` callback for
+    :func:`~knowlyr.rollout.collect`, or None when no bar is shown."""
+    if not shows_progress(quiet):
+        yield None
+        return
+    columns = ("{task.description}", "episodes, {task.fields[ok]} successful, {task.fields[rate]}")
     started = time.monotonic()
-    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
+    with progress_bar(*columns) as bar:
         task = bar.add_task(what, total=total, ok=0, rate="-")
         ok = 0
 

@@ -610,7 +610,7 @@ def _progress(config: Any, quiet: bool) -> list:
     tqdm bar and printed log dicts are off in every case (``disable_tqdm``)."""
     import os
 
-    from knowlyr.cli.rollout import shows_progress
+    from knowlyr.cli.rollout import progress_bar, shows_progress
 
     config.disable_tqdm = True  # knowlyr.train.run then logs through knowlyr.train instead
     if not shows_progress(quiet):
@@ -622,32 +622,14 @@ def _progress(config: Any, quiet: bool) -> list:
                 log.addHandler(handler)
             log.setLevel(logging.INFO)
         return []
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
     from transformers import TrainerCallback
 
     class RichProgress(TrainerCallback):
-        bar: Progress | None = None
+        bar: Any = None
         task = None
 
         def on_train_begin(self, args, state, control, **kwargs):
-            self.bar = Progress(
-                TextColumn("training"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("steps, {task.fields[loss]}, {task.fields[rate]}"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-            )
+            self.bar = progress_bar("training", "steps, {task.fields[loss]}, {task.fields[rate]}")
             self.bar.start()
             self.task = self.bar.add_task("train", total=state.max_steps, loss="loss -", rate="-")
 

@@ -205,7 +205,11 @@ def test_a_long_add_keeps_its_files_from_gc_until_it_commits(tmp_path) -> None:
     checked = []
 
     def items():  # a slow producer: gc runs between its rows, with no age protection at all
-        yield from big[:2100]  # two batches of 1000 rows are in a Parquet file by now
+        yield from big[:2100]  # two batches of 1000 rows go to a Parquet file...
+        deadline = time.monotonic() + 30  # ...that a writer thread creates: wait for it
+        while not list((tmp_path / "store" / "tables" / "trajectories").glob("*.parquet")):
+            assert time.monotonic() < deadline, "the writer made no Parquet file"
+            time.sleep(0.05)
         rep = store.gc(dry_run=False, min_age_s=0)
         checked.append((rep.table_files, rep.in_flight))
         yield from big[2100:]
