@@ -172,6 +172,8 @@ def _progress_callback(key: str, what: str) -> Any:
         create_progress_artifact,
         update_progress_artifact,
     )
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import ArtifactUpdate
     from transformers import TrainerCallback
 
     log = get_run_logger()
@@ -184,10 +186,11 @@ def _progress_callback(key: str, what: str) -> Any:
     class PrefectProgress(TrainerCallback):
         """Reports training progress and each logged loss / eval metric to the run's log and
         a Prefect progress artifact (its description carries the latest numbers), and draws
-        the train and eval loss so far as a ``train-loss`` markdown artifact, redrawn (a new
-        version of the key) at most :data:`CURVE_UPDATES` times a run and at its end."""
+        the train and eval loss so far as a ``train-loss`` markdown artifact, redrawn in place
+        at most :data:`CURVE_UPDATES` times a run and at its end."""
 
         artifact_id = None
+        curve_id = None
         latest = ""
         drawn_at = -1.0
 
@@ -205,12 +208,17 @@ def _progress_callback(key: str, what: str) -> Any:
                 xlabel="optimizer step",
                 ylabel="loss",
             )
-            create_markdown_artifact(
+            markdown = (
                 f"{markdown_image(svg, 'loss by step')}\n\n"
-                f"Step {state.global_step}/{state.max_steps}: {self.latest}",
-                key=curve_key,
-                description=f"{what}: train and eval loss by step",
+                f"Step {state.global_step}/{state.max_steps}: {self.latest}"
             )
+            if self.curve_id is None:
+                self.curve_id = create_markdown_artifact(
+                    markdown, key=curve_key, description=f"{what}: train and eval loss by step"
+                )
+            else:  # the same artifact redrawn in place: one card in the run's Artifacts tab
+                with get_client(sync_client=True) as client:
+                    client.update_artifact(self.curve_id, ArtifactUpdate(data=markdown))
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.artifact_id = create_progress_artifact(

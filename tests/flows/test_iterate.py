@@ -87,6 +87,8 @@ def test_iterate_runs_every_stage_caches_reruns_and_recomputes_downstream(store_
     assert "mean over the run (TRL's train_loss)" in report_md and "final loss" not in report_md
     assert Path(report.report_dir, "loss.svg").is_file() and report.candidate.curve["train loss"]
     assert {"train-loss-sft-s0", "train-loss-sft-s1"} <= keys
+    run_keys = [a.key for a in artifacts(state.state_details.flow_run_id)]
+    assert run_keys.count("train-loss-sft-s0") == 1  # redrawn in place, one card per restart
     [table] = [a for a in artifacts(state.state_details.flow_run_id) if a.key == "train-candidates"]
     header = list(json.loads(table.data)[0])
     assert header[:3] == ["restart", "kept", "eval_loss"] and header[-1] == "checkpoint"
