@@ -63,6 +63,7 @@ CASES = [
     (["export", "sft", "{missing}", "-o", "{out}"], 2, "missing.jsonl does not exist"),
     (["train", "sft", "{missing}"], 2, "missing.jsonl does not exist"),
     (["record", "convert", "{missing}", "-o", "{out}"], 2, "no such file or directory"),
+    (["mcp", "serve", "--root", "{missing}"], 2, "is not an existing directory"),
     (["reward", "score", "--store", "{junk}"], 2, "is a file, not a store folder"),
     # the work failed: exit 1
     (["reward", "score", "{junk}", "-o", "{out}"], 1, "nothing was scored"),

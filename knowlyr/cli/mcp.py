@@ -92,9 +92,10 @@ def serve(
                 )
             typer.echo(f"knowlyr mcp: http://{host}:{port}{path} (Ctrl-C stops)", err=True)
         run(settings, transport=transport, host=host, port=port, path=path)  # type: ignore[arg-type]
-    except KnowlyrError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    except KnowlyrError as e:  # a bad setting (ConfigError) exits 2, a failure to serve 1
+        from knowlyr.cli import fail
+
+        raise fail(e) from None
 
 
 @mcp_app.command("tools")
