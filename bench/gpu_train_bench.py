@@ -10,7 +10,7 @@ conversation env exported as SFT (``--episodes``), or, with ``--runs DIR``, real
 ``max_steps_per_row=6``; expert episodes are short (p50 ~200 tokens), so padding costs plain
 TRL less there than on real runs (p50 4,132).
 
-Per shape, three trainers on the same rows and the same initial weights, one after another
+Per shape, four trainers on the same rows and the same initial weights, one after another
 in an order rotated every round and shape (``--rounds``):
 
 - **plain TRL**: ``trl.SFTTrainer`` with ``SFTConfig`` defaults (its activation checkpointing,
@@ -18,7 +18,11 @@ in an order rotated every round and shape (``--rounds``):
 - **ours**: ``KnowlyrSFTTrainer`` with ``KnowlyrSFTConfig`` defaults (observation masking,
   step-weighted loss, activation checkpointing on CUDA);
 - **ours + packing**: the same with ``packing=True`` (rows packed into ``max_length``
-  budgets, padding-free).
+  budgets, padding-free);
+- **ours + liger**: ours with ``use_liger_kernel=True`` (Liger's RMSNorm / RoPE / SwiGLU
+  kernels; the loss stays TRL's chunked fused LM head with our step weights). Skipped, with
+  the reason in its row, without the liger-kernel package or without CUDA (so in the smoke run
+  here).
 
 Each runs ``--warmup`` steps, then ``--steps`` timed ones (the clock starts at the end of the
 last warm-up step, after a CUDA synchronise). Tokens are non-padding tokens (TRL's
@@ -81,7 +85,7 @@ SHAPES = {
     "tiny": Shape(64, 2, 4, 2, 128, max_length=512, batch=2),
     "tiny-lora": Shape(64, 2, 4, 2, 128, lora=True, max_length=512, batch=2),
 }
-KINDS = ("plain TRL", "ours", "ours + packing")
+KINDS = ("plain TRL", "ours", "ours + packing", "ours + liger")
 
 
 def rows(args):
@@ -161,6 +165,7 @@ def build_trainer(kind: str, shape: Shape, ds, tok, model, args, out_dir: str):
         step_weighted_loss=True,
         lora_r=16 if shape.lora else None,
         packing=kind == "ours + packing",
+        use_liger_kernel=kind == "ours + liger",
     )
     return KnowlyrSFTTrainer(model=model, args=config, train_dataset=ds, processing_class=tok)
 
@@ -223,14 +228,15 @@ def table(results: dict, args) -> None:
     print("|" + "|".join("-" * (len(c) + 0) for c in head.split("|")[1:-1]) + "|")
     for name, shape in args.shape_list:
         base = None
+        n_params = results[name][args.kinds[0]][0]["params"]
+        size = f"{n_params / 1e9:.2f}B" if n_params >= 1e8 else f"{n_params / 1e6:.1f}M"
+        lora = ", LoRA r=16" if shape.lora else ""
         for kind in KINDS:
-            runs = results[name][kind]
-            size = (
-                f"{runs[0]['params'] / 1e9:.2f}B" if runs[0]["params"] >= 1e8 else
-                f"{runs[0]['params'] / 1e6:.1f}M"
-            )  # fmt: skip
-            lora = ", LoRA r=16" if shape.lora else ""
             label = f"{name} ({size}{lora}): {kind}"
+            if kind not in args.kinds:
+                print(f"| {label:<44} | skipped: {args.skipped[kind]}")
+                continue
+            runs = results[name][kind]
             errors = [r["error"] for r in runs if "error" in r]
             if errors:
                 print(f"| {label:<44} | failed: {errors[0]}")
@@ -254,6 +260,18 @@ def table(results: dict, args) -> None:
         "targets (issue #37, H100 80GB): ours >= 1.5x plain TRL tokens/s at <= its peak memory; "
         "MFU >= 35% at 1.5B; 7B LoRA at 8,192 tokens per row fits"
     )
+
+
+def skipped_kinds(cuda: bool) -> dict[str, str]:
+    """Runs this machine cannot do, with the reason: Liger needs its package and CUDA."""
+    from knowlyr.errors import TrainError
+    from knowlyr.train._defaults import resolve_liger_kernel
+
+    try:
+        resolve_liger_kernel(True, on_gpu=cuda)
+    except TrainError as e:
+        return {"ours + liger": str(e).split("; ")[0].replace("use_liger_kernel=True ", "")}
+    return {}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -304,11 +322,13 @@ def main(argv: list[str] | None = None) -> None:
         ds = rows(args)
         tok = build_tiny_tokenizer(dataset_texts(ds, limit=400), vocab_size=args.vocab)
     args.n_rows, args.source = len(ds), args.runs or "expert episodes, knowlyr/conversation"
-    results = {name: {k: [] for k in KINDS} for name, _ in args.shape_list}
+    args.skipped = skipped_kinds(args.cuda)
+    args.kinds = tuple(k for k in KINDS if k not in args.skipped)
+    results = {name: {k: [] for k in args.kinds} for name, _ in args.shape_list}
     for r in range(args.rounds):
         for i, (name, shape) in enumerate(args.shape_list):
-            turn = (r + i) % len(KINDS)  # the order rotated every round and shape
-            for kind in KINDS[turn:] + KINDS[:turn]:
+            turn = (r + i) % len(args.kinds)  # the order rotated every round and shape
+            for kind in args.kinds[turn:] + args.kinds[:turn]:
                 with quiet_progress():
                     results[name][kind].append(run(kind, shape, ds, tok, args))
     table(results, args)

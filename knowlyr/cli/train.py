@@ -622,6 +622,12 @@ def train_sft_cmd(
         help="Longest tokenized row; with --packing, the tokens of each packed row "
         "(default: never truncate; chunk long trajectories at export instead).",
     ),
+    liger: bool = typer.Option(
+        False,
+        "--liger",
+        help="Liger's fused kernels (RMSNorm, RoPE, SwiGLU) through TRL; needs a CUDA GPU and "
+        "pip install liger-kernel. Step weights still apply.",
+    ),
     seed: int = _SEED,
     quiet: bool = _QUIET,
 ) -> None:
@@ -645,6 +651,17 @@ def train_sft_cmd(
             "regroups rows into budgets by length, and --curriculum reads them in order; "
             "drop one of them",
         )
+    if liger:  # on a CPU, or without the package: a usage error before anything loads
+        import torch
+
+        from knowlyr.errors import TrainError
+        from knowlyr.train._defaults import resolve_liger_kernel
+
+        try:
+            resolve_liger_kernel(True, on_gpu=torch.cuda.is_available())
+        except TrainError as e:
+            need = str(e).split("; ")[0].replace("use_liger_kernel=True ", "")
+            raise _usage("--liger", f"{need}; drop --liger to train without it") from e
     ds = _dataset(data)
     m, tok = _model(model, ds, seed)
     config = KnowlyrSFTConfig(
@@ -654,8 +671,9 @@ def train_sft_cmd(
         chat_template=chat_template,
         max_length=max_length,
         packing=packing,
+        use_liger_kernel=liger,
     )
-    _chosen(config, model, lr, max_length=max_length, packing=packing or None)
+    _chosen(config, model, lr, max_length=max_length, packing=packing or None, liger=liger or None)
     _report(_train(train_sft, ds, m, tok, config, callbacks=_progress(config, quiet)))
 
 

@@ -4,6 +4,7 @@ through peft."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,7 @@ from knowlyr.errors import TrainError
 
 __all__ = [
     "ACTIVATION_CHECKPOINTING_HELP",
+    "LIGER_KERNEL_HELP",
     "MEMORY_OPTIONS",
     "TINY_LEARNING_RATES",
     "MemoryEstimate",
@@ -19,7 +21,10 @@ __all__ = [
     "estimate_training_memory",
     "lora_config",
     "model_memory_estimate",
+    "resolve_liger_kernel",
 ]
+
+log = logging.getLogger("knowlyr.train")
 
 #: Peak learning rates the tiny from-scratch models (``knowlyr train ... --model tiny``, the
 #: flows' policy) learn with, per method: SFT 3e-3 (the flows' ``TrainParams``; TRL's 2e-5
@@ -34,6 +39,16 @@ ACTIVATION_CHECKPOINTING_HELP = (
     "None: on when training on CUDA, off on the CPU (tiny models)."
 )
 
+#: Help text of every knowlyr config's ``use_liger_kernel`` field (resolved by
+#: :func:`resolve_liger_kernel`).
+LIGER_KERNEL_HELP = (
+    "Liger's fused Triton kernels (RMSNorm, RoPE, SwiGLU) through TRL. True needs the liger-kernel "
+    "package and a CUDA GPU and stops with the fix when either is missing; 'auto' uses them where "
+    "both are present and logs why not elsewhere; False (TRL's default) never. The loss is still "
+    "TRL's chunked fused LM head, so step weights and observation masking apply unchanged (Liger's "
+    "fused linear cross-entropy is refused: it would replace that loss)."
+)
+
 
 def apply_device_defaults(config: Any) -> None:
     """Fill ``bf16`` / ``use_cpu`` / ``activation_checkpointing`` for the machine before
@@ -44,7 +59,8 @@ def apply_device_defaults(config: Any) -> None:
     ``activation_checkpointing=None`` (with the deprecated ``gradient_checkpointing`` unset too)
     becomes ``True`` when training on CUDA (it cut a 1.5B model's peak from 75 to 22 GiB at the
     same tokens/s on an H100) and ``False`` on the CPU (tiny models, where it only costs time).
-    An explicit value always wins.
+    An explicit value always wins. ``use_liger_kernel`` (True / False / ``"auto"``) becomes a
+    bool through :func:`resolve_liger_kernel`.
     """
     import torch
 
@@ -58,6 +74,78 @@ def apply_device_defaults(config: Any) -> None:
         and getattr(config, "gradient_checkpointing", None) is None
     ):
         config.activation_checkpointing = bool(has_gpu and not config.use_cpu)
+    if hasattr(config, "use_liger_kernel"):
+        config.use_liger_kernel = resolve_liger_kernel(
+            config.use_liger_kernel,
+            on_gpu=has_gpu and not config.use_cpu,
+            kernel_config=getattr(config, "liger_kernel_config", None),
+        )
+
+
+def _liger_kernel_available() -> bool:
+    """Whether liger-kernel is installed in a version transformers applies (>= 0.3)."""
+    if importlib.util.find_spec("liger_kernel") is None:
+        return False
+    from transformers.utils import is_liger_kernel_available
+
+    return bool(is_liger_kernel_available())
+
+
+def resolve_liger_kernel(
+    requested: bool | str, *, on_gpu: bool, kernel_config: dict[str, Any] | None = None
+) -> bool:
+    """Whether to train with Liger's kernels: ``use_liger_kernel`` (True, False or ``"auto"``)
+    resolved for this machine.
+
+    TRL 1.16 applies only Liger's layer kernels and keeps its own chunked fused LM head, whose
+    per-token log-probabilities the knowlyr losses weight, so step weights are applied with
+    Liger as without. Liger's ``fused_linear_cross_entropy`` would replace the model's forward
+    and the loss with its own (no step weights): it is refused here, naming the option.
+
+    Args:
+        requested: ``True`` (must run: a :class:`TrainError` naming the fix when the
+            liger-kernel package or a CUDA GPU is missing), ``"auto"`` (on where both are
+            present; elsewhere off, with an info line on the ``knowlyr.train`` logger saying
+            why) or ``False``.
+        on_gpu: training runs on CUDA (not ``use_cpu``).
+        kernel_config: ``liger_kernel_config``.
+
+    Example:
+        >>> resolve_liger_kernel("auto", on_gpu=False)
+        False
+    """
+    if isinstance(requested, str):
+        key = requested.strip().lower()
+        if key not in ("auto", "true", "false"):
+            raise TrainError(f"use_liger_kernel must be True, False or 'auto', got {requested!r}")
+        requested = "auto" if key == "auto" else key == "true"
+    if requested is False:
+        return False
+    if (kernel_config or {}).get("fused_linear_cross_entropy"):
+        raise TrainError(
+            'liger_kernel_config={"fused_linear_cross_entropy": True} replaces the model\'s forward '
+            "and loss with Liger's, which would drop the knowlyr loss (step weights); leave "
+            "fused_linear_cross_entropy unset, TRL keeps its own chunked fused LM head"
+        )
+    missing = []
+    if not _liger_kernel_available():
+        missing.append("the liger-kernel package (pip install liger-kernel)")
+    if not on_gpu:
+        missing.append("a CUDA GPU (Liger's kernels are Triton GPU kernels)")
+    if not missing:
+        if requested == "auto":
+            log.info("use_liger_kernel='auto': training with Liger's kernels")
+        return True
+    if requested == "auto":
+        log.info(
+            "use_liger_kernel='auto': training without Liger's kernels, which need %s",
+            " and ".join(missing),
+        )
+        return False
+    raise TrainError(
+        f"use_liger_kernel=True needs {' and '.join(missing)}; set use_liger_kernel='auto' to "
+        "use Liger only where it can run, or use_liger_kernel=False"
+    )
 
 
 _GIB = 1024**3

@@ -6,7 +6,11 @@ from dataclasses import dataclass, field
 
 from trl import DPOConfig
 
-from knowlyr.train._defaults import ACTIVATION_CHECKPOINTING_HELP, apply_device_defaults
+from knowlyr.train._defaults import (
+    ACTIVATION_CHECKPOINTING_HELP,
+    LIGER_KERNEL_HELP,
+    apply_device_defaults,
+)
 
 __all__ = ["KnowlyrDPOConfig"]
 
@@ -47,6 +51,7 @@ class KnowlyrDPOConfig(DPOConfig):
     activation_checkpointing: bool | None = field(
         default=None, metadata={"help": ACTIVATION_CHECKPOINTING_HELP}
     )
+    use_liger_kernel: bool | str = field(default=False, metadata={"help": LIGER_KERNEL_HELP})
     gradient_checkpointing: bool | None = field(
         default=None,
         metadata={"help": "Deprecated alias of activation_checkpointing (transformers 5)."},

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from trl import SFTConfig
 
 from knowlyr.errors import TrainError
-from knowlyr.train._defaults import apply_device_defaults
+from knowlyr.train._defaults import LIGER_KERNEL_HELP, apply_device_defaults
 
 __all__ = ["KnowlyrSFTConfig"]
 
@@ -23,6 +23,9 @@ class KnowlyrSFTConfig(SFTConfig):
     the CPU, ``report_to="none"``, ``save_strategy="no"`` (the entry point saves the final
     model). ``packing=True`` packs rows into ``max_length``-token budgets without padding and
     keeps observation masking and step weights exact (see :mod:`knowlyr.train.packing`).
+    ``use_liger_kernel`` takes True, False or ``"auto"`` (Liger's kernels where the package
+    and a CUDA GPU are present, see :func:`~knowlyr.train._defaults.resolve_liger_kernel`);
+    the step-weighted loss is the same with them.
 
     Example:
         >>> config = KnowlyrSFTConfig(output_dir="out", step_weighted_loss=True, curriculum=True)
@@ -108,6 +111,7 @@ class KnowlyrSFTConfig(SFTConfig):
             "batch, 8-bit optimizer) when they will not fit in the free GPU memory."
         },
     )
+    use_liger_kernel: bool | str = field(default=False, metadata={"help": LIGER_KERNEL_HELP})
     gradient_checkpointing: bool | None = field(
         default=None,
         metadata={"help": "Deprecated alias of activation_checkpointing (transformers 5)."},

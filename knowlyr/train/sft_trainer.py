@@ -12,6 +12,10 @@ What it adds to ``trl.SFTTrainer`` (everything else is TRL's):
 - **LoRA** from ``lora_r`` through peft;
 - **padding-free packing** (``packing=True``): rows packed into ``max_length`` budgets with
   the step weights carried per token (:mod:`knowlyr.train.packing`);
+- **Liger's kernels** (``use_liger_kernel``): TRL applies only the layer kernels and keeps its
+  chunked fused LM head, whose per-token log-probabilities the step weights multiply, so the
+  weighted loss is unchanged (a test checks it); Liger's fused linear cross-entropy, which
+  would replace it, is refused;
 - **a memory check** before training on CUDA that names the options when a step will not fit
   (:func:`knowlyr.train._defaults.check_training_memory`).
 
