@@ -30,7 +30,7 @@ from typing import Any
 from knowlyr._threads import one_thread, small_cpu_model
 from knowlyr.errors import ConfigError
 
-__all__ = ["BatchedGenerator", "check_sampling", "resolve_device"]
+__all__ = ["BatchedGenerator", "check_sampling", "resolve_device", "resolve_dtype"]
 
 
 def check_sampling(max_new_tokens: int, temperature: float, top_p: float) -> None:
@@ -51,6 +51,42 @@ def resolve_device(device: str | None = "auto") -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+_DTYPES = {
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float16": "float16", "fp16": "float16", "half": "float16",
+    "float32": "float32", "fp32": "float32", "float": "float32",
+}  # fmt: skip
+
+
+def resolve_dtype(dtype: Any = "auto", device: str = "cpu") -> Any:
+    """The ``torch.dtype`` to act in on ``device`` (a resolved device such as ``"cuda:0"``).
+
+    ``"auto"`` (or ``None``): bf16 on a CUDA GPU that supports it
+    (``torch.cuda.is_bf16_supported()``), fp16 on an older one (what vLLM picks there too; pass
+    ``"float32"`` for a model whose activations overflow fp16), fp32 on the CPU (CPUs without
+    bf16 units run bf16 many times slower). A ``torch.dtype`` or a name (``"bfloat16"``,
+    ``"bf16"``, ``"float16"``, ``"fp16"``, ``"float32"``, ``"fp32"``) is taken as given.
+
+    Example:
+        >>> resolve_dtype("auto", "cpu")
+        torch.float32
+    """
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        if str(device).startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    name = _DTYPES.get(str(dtype).lower().removeprefix("torch."))
+    if name is None:
+        raise ConfigError(
+            f"dtype must be 'auto', 'bfloat16', 'float16' or 'float32', got {dtype!r}"
+        )
+    return getattr(torch, name)
 
 
 @dataclass

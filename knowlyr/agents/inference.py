@@ -30,7 +30,12 @@ from knowlyr.agents.action_format import (
     parse_action_text,
 )
 from knowlyr.agents.base import Agent
-from knowlyr.agents.batching import BatchedGenerator, check_sampling, resolve_device
+from knowlyr.agents.batching import (
+    BatchedGenerator,
+    check_sampling,
+    resolve_device,
+    resolve_dtype,
+)
 from knowlyr.core.env import Action
 from knowlyr.errors import ConfigError
 
@@ -129,33 +134,36 @@ class AgentInference:
         *,
         max_new_tokens: int = 256,
         device: str | None = "auto",
-        dtype: Any = None,
+        dtype: Any = "auto",
         temperature: float = 0.0,
         top_p: float = 1.0,
         max_batch: int = 32,
     ) -> AgentInference:
         """Load a checkpoint folder; its tools and system prompt come from :data:`MARKER_FILE`.
 
-        ``device="auto"`` puts the model on the GPU when torch sees one (the choice is logged
-        to ``knowlyr.agents``); ``"cpu"`` or ``"cuda:1"`` choose one.
+        ``device="auto"`` puts the model on the GPU when torch sees one; ``"cpu"`` or
+        ``"cuda:1"`` choose one. ``dtype="auto"`` acts in bf16 on a GPU that supports it, fp16
+        on an older GPU and fp32 on the CPU, whatever dtype the checkpoint was saved in (see
+        :func:`~knowlyr.agents.batching.resolve_dtype`); a ``torch.dtype`` or a name chooses
+        one. Both choices are logged to ``knowlyr.agents``.
         """
         path = Path(path)
         if not (path / "config.json").is_file():
             raise ConfigError(
                 f"{path} is not a model folder (no config.json); pass a folder written by save_pretrained"
             )
-        kwargs: dict[str, Any] = {"local_files_only": True}
-        if dtype is not None:
-            kwargs["dtype"] = dtype
+        where = resolve_device(device)
+        kwargs: dict[str, Any] = {"local_files_only": True, "dtype": resolve_dtype(dtype, where)}
         with MODEL_LOAD_LOCK, quiet_progress():
             # the import too: transformers' lazy module fails a first import racing another
             from transformers import AutoModelForCausalLM
 
             model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
-        where = resolve_device(device)
         if where != "cpu":
             model.to(where)
-        _log.info("acting with %s on %s", path, where)
+        _log.info(
+            "acting with %s on %s in %s", path, where, str(model.dtype).removeprefix("torch.")
+        )
         marker = read_marker(path)
         return cls(
             model,

@@ -88,6 +88,7 @@ from pathlib import Path
 from typing import Any
 
 from knowlyr.agents.action_format import TOOL_CALL_END, TOOL_CALL_START, parse_action_text
+from knowlyr.agents.batching import resolve_device, resolve_dtype
 from knowlyr.errors import ConfigError, ServeError
 
 __all__ = [
@@ -178,7 +179,10 @@ def server_command(
         host, port: where the server listens.
         backend: ``"transformers"`` (``transformers serve``, CPU or GPU) or ``"vllm"`` (GPU).
         device: ``transformers serve --device`` (``auto``, ``cpu``, ``cuda:0``...).
-        dtype: model dtype (``auto`` = as saved).
+        dtype: model dtype; ``auto`` is resolved here as :class:`~knowlyr.agents.AgentInference`
+            resolves it (bf16 on a GPU that supports it, fp16 on an older GPU, fp32 on the CPU:
+            :func:`~knowlyr.agents.batching.resolve_dtype`), whatever the checkpoint was saved
+            in; a name (``bfloat16``, ``float16``, ``float32``) is passed as given.
         continuous_batching: batch concurrent requests (``transformers serve
             --continuous-batching``; vLLM always does).
     """
@@ -187,6 +191,9 @@ def server_command(
         raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if not 0 < port < 65536:
         raise ConfigError(f"port must be in 1..65535, got {port}")
+    if dtype == "auto":
+        where = resolve_device(device if backend == "transformers" else "auto")
+        dtype = str(resolve_dtype("auto", where)).removeprefix("torch.")
     if backend == "transformers":
         missing = [m for m in ("transformers", "fastapi", "uvicorn", "openai") if not _has(m)]
         if missing:

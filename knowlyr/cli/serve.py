@@ -29,7 +29,11 @@ def serve(
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     backend: str = typer.Option("transformers", help="transformers (CPU or GPU) or vllm (GPU)."),
     device: str = typer.Option("auto", help="transformers serve --device: auto, cpu, cuda:0..."),
-    dtype: str = typer.Option("auto", help="Model dtype; auto = as saved."),
+    dtype: str = typer.Option(
+        "auto",
+        help="Model dtype: auto = bf16 on a GPU that supports it, fp16 on an older GPU, fp32 on "
+        "the CPU; or bfloat16, float16, float32.",
+    ),
     continuous_batching: bool = typer.Option(
         False, help="Batch concurrent requests (transformers serve --continuous-batching)."
     ),

@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from knowlyr.agents.batching import BatchedGenerator, resolve_device
+from knowlyr.agents.batching import BatchedGenerator, resolve_device, resolve_dtype
 from knowlyr.agents.inference import AgentInference
 from knowlyr.errors import ConfigError
 from knowlyr.rollout import collect
@@ -147,6 +147,30 @@ def test_resolve_device_picks_the_gpu_only_when_there_is_one():
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     assert resolve_device(None) == resolve_device("auto")
     assert resolve_device("cpu") == "cpu"
+
+
+def test_resolve_dtype_acts_in_fp32_on_the_cpu():
+    assert not torch.cuda.is_available()  # what this machine is
+    assert resolve_dtype("auto", resolve_device("auto")) is torch.float32
+    assert resolve_dtype(None, "cpu") is torch.float32
+    assert resolve_dtype("bf16", "cpu") is torch.bfloat16  # a choice wins
+    assert resolve_dtype("torch.float16", "cpu") is torch.float16
+    assert resolve_dtype(torch.float64, "cpu") is torch.float64
+    with pytest.raises(ConfigError, match=r"dtype must be 'auto'.*got 'int8'"):
+        resolve_dtype("int8", "cpu")
+
+
+@pytest.mark.parametrize(("bf16", "expected"), [(True, "bfloat16"), (False, "float16")])
+def test_resolve_dtype_on_a_gpu_prefers_bf16_where_supported(monkeypatch, bf16, expected):
+    """The choice logic of the GPU branch, with CUDA faked (no GPU is touched)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+    where = resolve_device("auto")
+    assert where == "cuda"
+    assert resolve_dtype("auto", where) is getattr(torch, expected)
+    assert resolve_dtype("auto", "cuda:1") is getattr(torch, expected)
+    assert resolve_dtype("auto", "cpu") is torch.float32  # GPU there, not used
+    assert resolve_dtype("float32", where) is torch.float32
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])

@@ -177,3 +177,36 @@ def test_threads_loading_one_checkpoint_at_once_all_get_its_weights(tmp_path):
             assert not any(p.is_meta for p in params.values())
             assert all(torch.equal(params[n], w) for n, w in expected.items())
     assert str(torch.get_default_device()) == "cpu"
+
+
+def test_a_checkpoint_acts_in_the_dtype_resolved_for_the_device(tmp_path, caplog):
+    """dtype="auto" is fp32 on the CPU (bf16 on a GPU, see test_batching) whatever the folder
+    was saved in, on every path that loads a checkpoint: the bridge, the collect stage's
+    ``checkpoint:<path>`` agent and the evaluation stage's evaluate_checkpoint."""
+    import logging
+
+    import torch
+
+    from knowlyr.agents.spec import agent_factory
+    from knowlyr.taskset import get_suite
+    from knowlyr.train.promotion import evaluate_checkpoint
+
+    assert not torch.cuda.is_available()  # what this machine is
+    ds = export_sft(_trajs(), system_prompt="S").dataset
+    model, tok = build_tiny_model_for(ds, seed=0)
+    save_model(model.to(torch.bfloat16), tok, tmp_path / "m")  # saved in bf16
+    with caplog.at_level(logging.INFO, logger="knowlyr.agents"):
+        assert AgentInference.from_pretrained(tmp_path / "m").model.dtype is torch.float32
+        chosen = AgentInference.from_pretrained(tmp_path / "m", dtype="bfloat16")
+        assert chosen.model.dtype is torch.bfloat16
+        make = agent_factory(f"checkpoint:{tmp_path / 'm'}", max_new_tokens=4)
+        assert make().inference.model.dtype is torch.float32
+        make.close()
+        caplog.clear()
+        task = get_suite("conversation").tasks(split="train", family="order_status")[0]
+        res = evaluate_checkpoint(
+            str(tmp_path / "m"), "knowlyr/conversation", [task.task_id], 1, name="m",
+            max_steps=1, max_new_tokens=4,
+        )  # fmt: skip
+    assert len(res.successes) == 1
+    assert f"acting with {tmp_path / 'm'} on cpu in float32" in caplog.text

@@ -263,3 +263,25 @@ def test_an_unparseable_tool_call_on_the_real_server_is_an_invalid_action(checkp
     assert len(t.steps) == 3 and t.outcome.success is False
     assert not any(s.metadata.get("model_call_failed") for s in t.steps)
     assert not (t.outcome.reason or "").startswith("error")
+
+
+def _dtype_arg(cmd: list[str]) -> str:
+    return cmd[cmd.index("--dtype") + 1]
+
+
+@pytest.mark.parametrize(("gpu", "bf16", "expected"), [
+    (False, False, "float32"), (True, True, "bfloat16"), (True, False, "float16"),
+], ids=["cpu", "cuda-bf16", "cuda-older"])  # fmt: skip
+def test_served_dtype_auto_is_the_one_agent_inference_acts_in(
+    monkeypatch, tmp_path, gpu, bf16, expected
+):
+    """transformers serve's own --dtype auto keeps the saved dtype (fp32 for our checkpoints,
+    slow on a GPU): knowlyr resolves it per device first. CUDA is faked, no GPU is touched."""
+    import torch
+
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+    assert _dtype_arg(server_command(tmp_path)) == expected
+    assert _dtype_arg(server_command(tmp_path, device="cpu")) == "float32"
+    assert _dtype_arg(server_command(tmp_path, dtype="float16")) == "float16"  # a choice wins
