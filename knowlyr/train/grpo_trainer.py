@@ -241,6 +241,31 @@ def _is_compact_template(tok: Any) -> bool:
     return getattr(tok, "chat_template", None) == chat_template("compact_tools")
 
 
+def _vllm_needs_a_folder(config: Any, model: Any) -> None:
+    """vLLM colocate loads the model from ``model.name_or_path``: a model built in memory has
+    none. ``generation_backend="auto"`` then falls back to continuous batching (logged);
+    otherwise it is a :class:`TrainError`."""
+    import os
+
+    if model is None or isinstance(model, str):
+        return
+    name = str(getattr(model, "name_or_path", "") or "")
+    if name and (not os.path.isdir(name) or os.path.isfile(os.path.join(name, "config.json"))):
+        return  # a hub id or a saved folder
+    if getattr(config, "generation_backend", None) != "auto":
+        raise TrainError(
+            "vLLM colocate loads the model from model.name_or_path, and this model has no saved "
+            "folder; save_pretrained it and load it from there, or set "
+            "generation_backend='continuous_batching'"
+        )
+    logger.warning(
+        "GRPO generates with continuous_batching instead of vLLM: vLLM loads the model from a "
+        "saved folder and this one was built in memory (save_pretrained it to use vLLM)"
+    )
+    config.use_vllm = False
+    config.use_transformers_continuous_batching = True
+
+
 class KnowlyrGRPOTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` with step-level advantages and LoRA from the config."""
 
@@ -257,10 +282,44 @@ class KnowlyrGRPOTrainer(GRPOTrainer):
 
             if getattr(tok, "response_template", None) is None:
                 tok.response_template = qwen3_template
+        if getattr(config, "use_vllm", False) and getattr(config, "vllm_mode", "") == "colocate":
+            _vllm_needs_a_folder(config, kwargs.get("model", args[0] if args else None))
         self._step_advantage = bool(getattr(config, "step_advantage", False))
         self._warned_unfinished = False
         self._step_mix = float(getattr(config, "step_advantage_mix", 0.5))
         super().__init__(*args, **kwargs)
+
+    def _generate_single_turn(self, *args: Any, **kwargs: Any) -> Any:
+        # TRL's continuous-batching path casts the model to bf16/fp16 in place before
+        # generate_batch (accelerate's autocast forward needs a cache in the compute dtype) and
+        # never back, which would leave fp32 master weights rounded to bf16 for the rest of
+        # training. Keep the fp32 tensors aside and put them back after generating.
+        mixed = self.args.bf16 or self.args.fp16
+        if not (self.use_transformers_continuous_batching and mixed):
+            return super()._generate_single_turn(*args, **kwargs)
+        model = self.accelerator.unwrap_model(self.model)
+        params = [  # Module.to() swaps .data of a parameter and of its grad
+            (p, p.data, p.grad, None if p.grad is None else p.grad.data)
+            for p in model.parameters()
+            if p.dtype == torch.float32
+        ]
+        buffers = [
+            (m, name, b)
+            for m in model.modules()
+            for name, b in m._buffers.items()
+            if b is not None and b.dtype == torch.float32
+        ]
+        try:
+            return super()._generate_single_turn(*args, **kwargs)
+        finally:
+            for p, data, grad, grad_data in params:
+                p.grad = None  # the cast one: its dtype would not match the fp32 data
+                p.data = data
+                if grad is not None:
+                    grad.data = grad_data
+                    p.grad = grad
+            for m, name, b in buffers:
+                m._buffers[name] = b
 
     def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)

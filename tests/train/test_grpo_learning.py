@@ -11,7 +11,9 @@ the episode's outcome) must then raise held-out success significantly (one-sided
 test, p < 0.01), and the trainer's logs must show the reward it learned from.
 
 Measured here: 0.48 -> 0.93 held-out success (n=200 each, p=5e-24), logged reward 0.59 (step
-1) -> 0.94 (last 5 of 20 steps); ~3 minutes in all, GRPO itself ~20 s. With
+1) -> 0.94 (last 5 of 20 steps); ~3 minutes in all, GRPO itself ~20 s. The log checks use
+means over the first 3 and the last 5 steps, which hold on a GPU too (there a check of every
+step failed once while held-out success rose 0.46 -> 0.95). With
 ``learning_rate=0`` the same run fails the test (checked by hand: 0.48 -> 0.48, p=0.54,
 logged reward 0.59 -> 0.54), so it measures learning, not sampling noise.
 """
@@ -137,14 +139,22 @@ def test_online_grpo_raises_success_of_a_partly_right_policy(tmp_path):
     print(
         f"\nonline GRPO ({FAMILY}): held-out success {s0 / n:.2f} -> {s1 / n:.2f} "
         f"(n={n} sampled episodes each, one-sided Fisher p={p:.1e}); logged reward "
-        f"{rewards[0]:.2f} (step 1) -> {sum(rewards[-5:]) / 5:.2f} (last 5 of {len(rewards)}); "
+        f"{sum(rewards[:3]) / 3:.2f} (first 3 steps) -> {sum(rewards[-5:]) / 5:.2f} (last 5 of "
+        f"{len(rewards)}); episodes finished {logs[0]['env/finished']:.2f} (step 1) -> "
+        f"{sum(h['env/finished'] for h in logs[-5:]) / 5:.2f} (last 5); "
         f"warm-up {warmup_s:.0f}s ({(chunk + 1) * 200} expert SFT steps), GRPO {grpo_s:.0f}s, "
         f"total {time.perf_counter() - started:.0f}s"
     )
     assert p < 0.01 and s1 > s0
 
-    # the logs show what was learned from: nonzero rewards from finished episodes, rising
+    # the logs show what was learned from: rewards of finished episodes, rising. Judged on
+    # means over several steps, not on every step: one step's 64 sampled rollouts can dip
+    # (on an H100, with other sampling numerics, a per-step check failed while held-out
+    # success rose 0.46 -> 0.95)
     assert len(logs) == config.max_steps
     assert all(h["rewards/KnowlyrConversationEnvironment/mean"] == h["reward"] for h in logs)
-    assert all(h["env/finished"] > 0.5 and h["reward"] > 0 for h in logs)
-    assert sum(rewards[-5:]) / 5 > rewards[0] + 0.2
+    finished = [h["env/finished"] for h in logs]
+    first, last = sum(rewards[:3]) / 3, sum(rewards[-5:]) / 5
+    assert sum(finished) / len(finished) > 0.5 and sum(finished[-5:]) / 5 > 0.8
+    assert first > 0  # the partly right policy earned rewards to learn from from the start
+    assert last > first + 0.2 and last > 0.7
