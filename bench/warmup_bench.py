@@ -8,6 +8,7 @@ once). The baseline beside it is the untrained model: 0% on every family.
 
     .venv/bin/python bench/warmup_bench.py --per-family 250 --epochs 8 --save-every 375
     .venv/bin/python bench/warmup_bench.py --per-family 150 --boost order_status:1500 --epochs 8
+    .venv/bin/python bench/warmup_bench.py --per-family 150 --epochs 6 --induction-steps 1000
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ def main() -> int:
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument(
+        "--induction-steps", type=int, default=0,
+        help="copy pretraining steps before SFT (knowlyr.train.induction; 0: none)",
+    )  # fmt: skip
     ap.add_argument("--epochs", type=float, default=8)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--batch", type=int, default=16)
@@ -62,6 +67,7 @@ def main() -> int:
     from knowlyr.rollout import collect
     from knowlyr.taskset import get_suite
     from knowlyr.train.evaluation import evaluate_agent
+    from knowlyr.train.induction import induction_pretrain
     from knowlyr.train.models import build_tiny_model, dataset_texts
     from knowlyr.train.run import train_sft
     from knowlyr.train.sft_config import KnowlyrSFTConfig
@@ -87,6 +93,10 @@ def main() -> int:
                                   num_heads=args.heads, seed=args.seed)  # fmt: skip
     print(f"{len(ds)} expert rows collected in {time.perf_counter() - t0:.0f} s; "
           f"{sum(p.numel() for p in model.parameters()):,} parameters", flush=True)  # fmt: skip
+    if args.induction_steps:
+        done = induction_pretrain(model, tok, steps=args.induction_steps, seed=args.seed)
+        print(f"induction pretraining: {args.induction_steps} steps in {done.seconds:.0f} s, "
+              f"copy accuracy {done.copy_accuracy:.0%}", flush=True)  # fmt: skip
     out = tempfile.mkdtemp(prefix="knowlyr-warmup-bench-")
     config = KnowlyrSFTConfig(
         output_dir=out, learning_rate=args.lr, per_device_train_batch_size=args.batch,

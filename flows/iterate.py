@@ -197,7 +197,10 @@ class IterateParams(BaseModel):
             env_id="knowlyr/conversation", suite="conversation", family="order_status"
         )
         base = cls(
-            warmup=WarmupParams(episodes=48, train=TrainParams(epochs=1, batch_size=16, restarts=2)),
+            warmup=WarmupParams(
+                episodes=48,
+                train=TrainParams(epochs=1, batch_size=16, restarts=2, induction_steps=0),
+            ),
             collect=CollectSettings(
                 mix=[source], agent="champion", episodes=24, attempts=2, temperature=1.0,
                 shards=2, max_steps=3,

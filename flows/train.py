@@ -46,7 +46,9 @@ def train_restarts(
             update={"seed": seed, "restarts": 1, "target_eval_loss": None, "deployment": None,
                     "timeout_s": None}
         )  # fmt: skip
-        start = init or build_policy(dataset, q.model, q.hidden_size, q.num_layers, q.seed)
+        start = init or build_policy(
+            dataset, q.model, q.hidden_size, q.num_layers, q.seed, q.induction
+        )
         return start, train_policy.with_options(timeout_seconds=p.timeout_s)(dataset, start, q)
 
     seeds = range(p.seed, p.seed + p.restarts)
@@ -73,7 +75,7 @@ def run_training(
     from prefect.deployments import run_deployment
 
     given = init
-    init = init or build_policy(dataset, p.model, p.hidden_size, p.num_layers, p.seed)
+    init = init or build_policy(dataset, p.model, p.hidden_size, p.num_layers, p.seed, p.induction)
     params = TrainFlowParams(
         dataset=dataset,
         init=init if given is not None or p.restarts == 1 else None,

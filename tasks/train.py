@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, Literal
 
-from prefect import task
+from prefect import get_run_logger, task
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from knowlyr.store import Store
@@ -20,6 +20,7 @@ from knowlyr.train.checkpoints import (
     train_sft_checkpoint,
     unpack_checkpoint,
 )
+from knowlyr.train.induction import DEFAULT_STEPS
 from knowlyr.train.selection import VALIDATION_METRIC, select_best, validation_split
 from tasks._artifacts import (
     artifact_key,
@@ -58,6 +59,12 @@ class TrainParams(BaseModel):
     model: str = Field("tiny", description="'tiny' (from scratch) or a local checkpoint folder")
     hidden_size: int = Field(128, gt=0, description="tiny model width")
     num_layers: int = Field(2, gt=0, description="tiny model depth")
+    induction_steps: int | None = Field(
+        None,
+        ge=0,
+        description="steps teaching a tiny model to copy from its context before any task "
+        "data (knowlyr.train.induction); null: 1000 for 'tiny', 0 for a pretrained base",
+    )
     epochs: float = Field(10, gt=0, description="training epochs")
     learning_rate: float = Field(3e-3, gt=0, description="peak learning rate")
     batch_size: int = Field(16, gt=0, description="per-device batch size")
@@ -111,7 +118,19 @@ class TrainParams(BaseModel):
                 "restarts > 1 and target_eval_loss pick by validation loss: set "
                 "validation_fraction > 0, or restarts=1 and target_eval_loss=null"
             )
+        if self.induction_steps and self.model != "tiny":
+            raise ValueError(
+                f"induction_steps teaches a model built from scratch to copy; model="
+                f"{self.model!r} is pretrained: set induction_steps=0 or leave it null"
+            )
         return self
+
+    @property
+    def induction(self) -> int:
+        """Induction pretraining steps of the init: ``induction_steps``, or its default."""
+        if self.induction_steps is not None:
+            return self.induction_steps
+        return DEFAULT_STEPS if self.model == "tiny" else 0
 
 
 class Checkpoint(BaseModel):
@@ -144,8 +163,10 @@ def build_policy(
     hidden_size: int = 64,
     num_layers: int = 2,
     seed: int = 0,
+    induction_steps: int = 0,
 ) -> Checkpoint:
-    """The untrained policy: a tiny model (tokenizer trained on the dataset) or a base folder."""
+    """The untrained policy: a tiny model (tokenizer trained on the dataset, then
+    ``induction_steps`` of copy pretraining) or a base folder."""
     store = Store.open(dataset.datasets.store)
     out = init_policy(
         store,
@@ -155,9 +176,21 @@ def build_policy(
         hidden_size=hidden_size,
         num_layers=num_layers,
         seed=seed,
+        induction_steps=induction_steps,
     )
+    if out.metrics:
+        get_run_logger().info(
+            f"{out.name}: induction pretraining copies {out.metrics['induction_copy_accuracy']:.0%} "
+            f"of a repeated span's tokens after {induction_steps} steps ({out.seconds:.0f} s)"
+        )
     return Checkpoint(
-        name=out.name, path=str(out.path), blob=out.blob, store=store.url, dataset=dataset.name
+        name=out.name,
+        path=str(out.path),
+        blob=out.blob,
+        store=store.url,
+        dataset=dataset.name,
+        metrics=out.metrics,
+        seconds=out.seconds,
     )
 
 
@@ -166,7 +199,6 @@ CURVE_UPDATES = 20
 
 
 def _progress_callback(key: str, what: str) -> Any:
-    from prefect import get_run_logger
     from prefect.artifacts import (
         create_markdown_artifact,
         create_progress_artifact,

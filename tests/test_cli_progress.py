@@ -69,7 +69,8 @@ def test_training_shows_a_bar_with_steps_loss_and_eta_then_names_its_losses(tmp_
 
     trajs = collect("knowlyr/conversation", ExpertAgent, 16, env_kwargs={"family": "order_status"})
     export_sft(trajs).save(tmp_path / "sft")
-    argv = ["train", "sft", str(tmp_path / "sft"), "-o", str(tmp_path / "run"), "--epochs", "2"]
+    argv = ["train", "sft", str(tmp_path / "sft"), "-o", str(tmp_path / "run"), "--epochs", "2",
+            "--induction-steps", "0"]  # fmt: skip
     out = _on_a_terminal(*argv)
     assert "training" in out and "steps, loss" in out and "steps/s" in out and "ETA" in out
     assert "trained 4 steps in" in out and "mean train loss" in out  # TRL's train_loss named

@@ -467,14 +467,23 @@ def _dataset(data: Path):
 _MODEL_NAMES = ("tiny", "smollm2-135m")
 
 
-def _model(model: str, dataset, seed: int):
+def _model(model: str, dataset, seed: int, induction_steps: int | None):
     from knowlyr.cli import did_you_mean
     from knowlyr.errors import ConfigError, KnowlyrError
+    from knowlyr.train.induction import DEFAULT_STEPS, induction_pretrain
     from knowlyr.train.models import build_tiny_model_for, load_model
 
     try:
-        if model == "tiny":
-            return build_tiny_model_for(dataset, hidden_size=128, seed=seed)  # the flow's recipe
+        if model == "tiny":  # the flow's recipe
+            net, tok = build_tiny_model_for(dataset, hidden_size=128, seed=seed)
+            induction_steps = DEFAULT_STEPS if induction_steps is None else induction_steps
+            if induction_steps:
+                done = induction_pretrain(net, tok, steps=induction_steps, seed=seed)
+                typer.echo(f"induction pretraining: {induction_steps} steps in {done.seconds:.0f} s, "
+                           f"copy accuracy {done.copy_accuracy:.0%}", err=True)  # fmt: skip
+            return net, tok
+        if induction_steps:
+            raise _usage("--induction-steps", "applies to --model tiny (a pretrained base copies)")
         return load_model(model)
     except ConfigError as e:  # not a model folder, nor a name
         hint = "" if Path(model).exists() else did_you_mean(model.lower(), _MODEL_NAMES)
@@ -531,6 +540,13 @@ _LR = typer.Option(
 _BS = typer.Option(8, "--batch-size", help="Per-device batch size.")
 _LORA = typer.Option(None, "--lora-r", help="Train a LoRA adapter of this rank (needs peft).")
 _SEED = typer.Option(0, "--seed", help="Random seed.")
+_INDUCTION = typer.Option(
+    None,
+    "--induction-steps",
+    min=0,
+    help="--model tiny: steps teaching the model built from scratch to copy from its context "
+    "before training (knowlyr.train.induction; default 1000, about 3 min here); 0 for none.",
+)
 _QUIET = typer.Option(
     False,
     "-q",
@@ -629,6 +645,7 @@ def train_sft_cmd(
         "pip install liger-kernel. Step weights still apply.",
     ),
     seed: int = _SEED,
+    induction_steps: int | None = _INDUCTION,
     quiet: bool = _QUIET,
 ) -> None:
     """Supervised fine-tuning (observation masking on; optional step weights, curriculum and
@@ -663,7 +680,7 @@ def train_sft_cmd(
             need = str(e).split("; ")[0].replace("use_liger_kernel=True ", "")
             raise _usage("--liger", f"{need}; drop --liger to train without it") from e
     ds = _dataset(data)
-    m, tok = _model(model, ds, seed)
+    m, tok = _model(model, ds, seed, induction_steps)
     config = KnowlyrSFTConfig(
         **_common("sft", model, output, epochs, lr, batch_size, lora_r, seed),
         step_weighted_loss=step_weighted,
@@ -688,6 +705,7 @@ def train_dpo_cmd(
     lora_r: int | None = _LORA,
     beta: float = typer.Option(0.1, "--beta", help="DPO beta."),
     seed: int = _SEED,
+    induction_steps: int | None = _INDUCTION,
     quiet: bool = _QUIET,
 ) -> None:
     """Direct preference optimisation on exported pairs.
@@ -698,7 +716,7 @@ def train_dpo_cmd(
     from knowlyr.train.run import train_dpo
 
     ds = _dataset(data)
-    m, tok = _model(model, ds, seed)
+    m, tok = _model(model, ds, seed, induction_steps)
     config = KnowlyrDPOConfig(
         **_common("dpo", model, output, epochs, lr, batch_size, lora_r, seed), beta=beta
     )
@@ -728,6 +746,7 @@ def train_grpo_cmd(
     max_steps: int = typer.Option(8, "--max-env-steps", help="Tool calls per rollout."),
     lora_r: int | None = _LORA,
     seed: int = _SEED,
+    induction_steps: int | None = _INDUCTION,
     quiet: bool = _QUIET,
 ) -> None:
     """Online multi-turn GRPO in a knowlyr env (TRL environment_factory), step-level advantages.
@@ -745,7 +764,7 @@ def train_grpo_cmd(
             "--env-kwargs", f'not JSON ({e}); e.g. \'{{"family": "order_status"}}\''
         ) from e
     ds = _dataset(data)
-    m, tok = _model(model, ds, seed)
+    m, tok = _model(model, ds, seed, induction_steps)
     env_factory = _train(
         environment_factory_for,
         env_id,

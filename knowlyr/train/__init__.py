@@ -3,6 +3,8 @@
 Submodules import torch / transformers / trl lazily: ``import knowlyr.train`` is cheap and
 the names below load on first use.
 
+- :mod:`knowlyr.train.induction`: :func:`induction_pretrain` (teach a tiny model built from
+  scratch to copy from its context before it sees task data);
 - :mod:`knowlyr.train.models`: :func:`build_tiny_model`, :func:`load_model`,
   :func:`save_model`, :func:`smollm2_checkpoint`;
 - :mod:`knowlyr.train.chat_templates`: :func:`training_chat_template` (a template with
@@ -26,6 +28,7 @@ from typing import Any
 _EXPORTS = {
     "build_tiny_model": "knowlyr.train.models",
     "build_tiny_tokenizer": "knowlyr.train.models",
+    "induction_pretrain": "knowlyr.train.induction",
     "load_model": "knowlyr.train.models",
     "save_model": "knowlyr.train.models",
     "smollm2_checkpoint": "knowlyr.train.models",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from knowlyr.agents.inference import MODEL_LOAD_LOCK
+from knowlyr.errors import ConfigError
 
 if TYPE_CHECKING:
     from knowlyr.store import Store
@@ -137,12 +138,15 @@ def init_policy(
     hidden_size: int = 64,
     num_layers: int = 2,
     seed: int = 0,
+    induction_steps: int = 0,
 ) -> StoredCheckpoint:
     """The untrained policy for ``dataset``, saved and archived into the store.
 
     ``model="tiny"`` builds a tiny model from scratch whose tokenizer is trained on the
-    dataset's texts; anything else is a local checkpoint folder loaded as the base. The
-    dataset's tools and system prompt are saved with the model.
+    dataset's texts, then (``induction_steps`` > 0) teaches it to copy from its context on
+    synthetic sequences (:mod:`knowlyr.train.induction`: no task data, so the policy is still
+    untrained on the tasks); anything else is a local checkpoint folder loaded as the base.
+    The dataset's tools and system prompt are saved with the model.
 
     Args:
         store: the store to archive into.
@@ -152,7 +156,12 @@ def init_policy(
         model: ``"tiny"`` or a local checkpoint folder.
         hidden_size: tiny model width.
         num_layers: tiny model depth.
-        seed: weight init seed.
+        seed: weight init seed (and the synthetic sequences' seed).
+        induction_steps: induction pretraining steps of a tiny model (0: none). The result's
+            ``metrics`` hold ``induction_copy_accuracy`` and ``seconds`` its time.
+
+    Raises:
+        ConfigError: ``induction_steps`` > 0 for a base folder (it copies already).
 
     Example:
         >>> ckpt = init_policy(store, ds, dataset_name="sft-all-t0-ab12cd34")  # doctest: +SKIP
@@ -162,17 +171,37 @@ def init_policy(
     from knowlyr.train.models import build_tiny_model_for, load_model, save_model
     from knowlyr.train.run import dataset_prompt_info
 
+    metrics: dict[str, float] = {}
+    seconds = 0.0
     if model == "tiny":
         net, tok = build_tiny_model_for(
             dataset, hidden_size=hidden_size, num_layers=num_layers, seed=seed
         )
         name = f"init-tiny-{num_layers}x{hidden_size}"
+        if induction_steps:
+            from knowlyr.train.induction import induction_pretrain
+
+            done = induction_pretrain(net, tok, steps=induction_steps, seed=seed)
+            name += f"-ind{induction_steps}"
+            metrics["induction_copy_accuracy"] = done.copy_accuracy
+            seconds = done.seconds
+    elif induction_steps:
+        raise ConfigError(
+            f"induction_steps={induction_steps} teaches a model built from scratch to copy; the "
+            f"base {model} is pretrained: set induction_steps=0"
+        )
     else:
         net, tok = load_model(model)
         name = f"init-{Path(model).name}"
     folder = checkpoint_root(store) / f"{dataset_name}-{name}-s{seed}"
     save_model(net, tok, folder, **dataset_prompt_info(dataset))
-    return StoredCheckpoint(name=name, path=folder, blob=archive_checkpoint(store, folder))
+    return StoredCheckpoint(
+        name=name,
+        path=folder,
+        blob=archive_checkpoint(store, folder),
+        metrics=metrics,
+        seconds=seconds,
+    )
 
 
 def _load(init: str | Path) -> tuple[Any, Any]:

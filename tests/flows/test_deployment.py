@@ -213,7 +213,7 @@ def test_deployments_on_a_process_worker(tmp_path, monkeypatch):
                     store_url=str(tmp_path / "crash-store"),
                     seed=4,
                     warmup=params.warmup.model_copy(
-                        update={"train": TrainParams(epochs=60, restarts=1,
+                        update={"train": TrainParams(epochs=60, restarts=1, induction_steps=0,
                                                      target_eval_loss=None, validation_fraction=0)}
                     ),
                 )  # fmt: skip

@@ -33,10 +33,12 @@ def test_training_past_its_timeout_fails_timed_out_and_leaves_no_folder(store_ur
     dataset = export_dataset.fn(ref, [scored], ExportParams())
     assert dataset.rows == 8
 
-    # far more epochs than 2 seconds allow on any machine
+    # far more epochs than 2 seconds allow on any machine; a few induction steps first (the
+    # init is its own task, outside the training's timeout)
     params = TrainParams(
-        epochs=10_000, restarts=1, target_eval_loss=None, validation_fraction=0, timeout_s=2
-    )
+        epochs=10_000, restarts=1, target_eval_loss=None, validation_fraction=0, timeout_s=2,
+        induction_steps=20,
+    )  # fmt: skip
     state = train(TrainFlowParams(dataset=dataset, train=params), return_state=True)
 
     assert state.is_failed(), state
@@ -44,5 +46,6 @@ def test_training_past_its_timeout_fails_timed_out_and_leaves_no_folder(store_ur
     trained = [s for name, s in states.items() if name.startswith("train-sft")]
     assert trained == ["TimedOut"], states
     folders = list(checkpoint_root(store).iterdir())
-    assert [f.name for f in folders] == [f"{dataset.name}-init-tiny-2x128-s0"]  # the init only
+    assert [f.name for f in folders] == [f"{dataset.name}-init-tiny-2x128-ind20-s0"]  # the init
     assert (folders[0] / "config.json").is_file()  # ... which is a saved model
+    assert states[f"init-tiny-s0-for-{dataset.name}"] == "Completed"

@@ -30,9 +30,12 @@ def test_export_then_train_sft_from_the_command_line(tmp_path, expert_and_random
             "1",
             "--step-weighted",
             "--curriculum",
+            "--induction-steps",
+            "5",
         ],
     )
     assert out.exit_code == 0, out.output
+    assert "induction pretraining: 5 steps in" in out.output  # before training, by default 1000
     report = json.loads(out.output[out.output.rindex('{\n  "model"') :])
     assert report["model"].endswith("final") and report["train_loss"] > 0
     marker = json.loads((tmp_path / "run" / "final" / "knowlyr_model.json").read_text())
@@ -57,8 +60,10 @@ def test_train_defaults_learn_for_the_model_given_and_are_printed(tmp_path, expe
 
     # --model tiny: the tiny preset's learning rate (TRL's 2e-5 leaves the loss near 6)
     out = runner.invoke(
-        app, ["train", "sft", str(tmp_path / "sft"), "-o", str(tmp_path / "tiny"), "--epochs", "10"]
-    )
+        app,
+        ["train", "sft", str(tmp_path / "sft"), "-o", str(tmp_path / "tiny"), "--epochs", "10",
+         "--induction-steps", "0"],
+    )  # fmt: skip
     assert out.exit_code == 0, out.output
     assert "learning_rate 0.003" in out.output and "the tiny preset's" in out.output
     report = json.loads(out.output[out.output.rindex('{\n  "model"') :])
@@ -71,6 +76,7 @@ def test_train_defaults_learn_for_the_model_given_and_are_printed(tmp_path, expe
          "-o", str(tmp_path / "again"), "--epochs", "1"],
     )  # fmt: skip
     assert out.exit_code == 0, out.output
+    assert "induction" not in out.output  # a pretrained model copies already
     assert "learning_rate 2e-05" in out.output and "TRL's SFTConfig default" in out.output
     out = runner.invoke(
         app,

@@ -39,7 +39,8 @@ def test_train_sft_packing_from_the_command_line(tmp_path, sft_export):
     out = CliRunner().invoke(
         app,
         ["train", "sft", str(sft_export), "-o", str(tmp_path / "run"), "--epochs", "1",
-         "--batch-size", "2", "--step-weighted", "--packing", "--max-length", "1024"],
+         "--batch-size", "2", "--step-weighted", "--packing", "--max-length", "1024",
+         "--induction-steps", "0"],
     )  # fmt: skip
     assert out.exit_code == 0, out.output
     assert "max_length 1024, packing True" in out.output  # the settings line says so
