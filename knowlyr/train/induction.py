@@ -29,9 +29,11 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from knowlyr._threads import one_thread, small_cpu_model
 from knowlyr.errors import ConfigError
 
 __all__ = [
@@ -168,23 +170,25 @@ def induction_pretrain(
     model.train()
     curve: list[tuple[int, float, float]] = []
     t0 = time.perf_counter()
-    for step in range(1, steps + 1):
-        batch = copy_batch(rng, vocab, batch_size=batch_size, span=span, gap=gap, pad_id=pad)
-        batch = {k: v.to(device) for k, v in batch.items()}
-        out = model(**batch)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        if step % log_every == 0 or step == steps:
-            acc = _accuracy(out.logits.detach(), batch["labels"])
-            curve.append((step, float(out.loss.detach()), acc))
-            log.info(
-                f"induction step {step}/{steps}: loss={out.loss.item():.4g} copy_acc={acc:.3f}"
-            )
-            if on_log is not None:
-                on_log(step, float(out.loss.detach()), acc)
+    # a tiny model's products are too small to split over threads (knowlyr._threads)
+    with one_thread() if small_cpu_model(model) else nullcontext():
+        for step in range(1, steps + 1):
+            batch = copy_batch(rng, vocab, batch_size=batch_size, span=span, gap=gap, pad_id=pad)
+            batch = {k: v.to(device) for k, v in batch.items()}
+            out = model(**batch)
+            out.loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            if step % log_every == 0 or step == steps:
+                acc = _accuracy(out.logits.detach(), batch["labels"])
+                curve.append((step, float(out.loss.detach()), acc))
+                log.info(
+                    f"induction step {step}/{steps}: loss={out.loss.item():.4g} copy_acc={acc:.3f}"
+                )
+                if on_log is not None:
+                    on_log(step, float(out.loss.detach()), acc)
     model.eval()
     with torch.no_grad():
         held = copy_batch(
