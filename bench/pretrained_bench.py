@@ -53,20 +53,18 @@ def mix_rows(per_family: int, seed: int = 0):
     from knowlyr.agents import ExpertAgent
     from knowlyr.export import export_sft
     from knowlyr.rollout import collect
-    from knowlyr.taskset import get_suite
     from tasks.export import DEFAULT_SYSTEM_PROMPT
 
     trajs = []
-    for source in NIGHTLY_MIX:
-        for family in get_suite(source.suite).families:
-            trajs += collect(
-                source.env_id,
-                ExpertAgent,
-                per_family,
-                seed=seed,
-                concurrency=4,
-                env_kwargs={"family": family, "split": "train"},
-            )
+    for source in NIGHTLY_MIX:  # one source per family
+        trajs += collect(
+            source.env_id,
+            ExpertAgent,
+            per_family,
+            seed=seed,
+            concurrency=4,
+            env_kwargs={"family": source.family, "split": "train"},
+        )
     return export_sft(trajs, system_prompt=DEFAULT_SYSTEM_PROMPT).dataset
 
 

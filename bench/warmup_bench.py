@@ -65,7 +65,6 @@ def main() -> int:
     from knowlyr.agents.inference import MARKER_FILE, AgentInference
     from knowlyr.export import export_sft
     from knowlyr.rollout import collect
-    from knowlyr.taskset import get_suite
     from knowlyr.train.evaluation import evaluate_agent
     from knowlyr.train.induction import induction_pretrain
     from knowlyr.train.models import build_tiny_model, dataset_texts
@@ -79,7 +78,7 @@ def main() -> int:
         knowlyr._threads.SMALL_MODEL_PARAMS = 0 if args.threads > 1 else 10**12
         torch.set_num_threads(args.threads)
     boost_family, _, boost_n = args.boost.partition(":")
-    families = [(s.env_id, f) for s in NIGHTLY_MIX for f in get_suite(s.suite).families]
+    families = [(s.env_id, s.family) for s in NIGHTLY_MIX]
     t0, trajs = time.perf_counter(), []
     for env_id, family in families:
         n = int(boost_n) if family == boost_family else args.per_family

@@ -2,8 +2,9 @@
 
 The loop learns from its own rollouts:
 
-- **The first night** (no promoted checkpoint in the store) is the warm-up: a few expert
-  demonstrations (:class:`WarmupParams`, e.g. 50) train a policy from scratch by SFT. It is
+- **The first night** (no promoted checkpoint in the store) is the warm-up: expert
+  demonstrations (:class:`WarmupParams`: 100 per family of the nightly mix) train a policy
+  from scratch by SFT, after induction pretraining teaches the new model to copy. It is
   evaluated against the untrained model and promoted only when it is right significantly
   more often (the same test as every later night's): the first champion. A warm-up that
   fails the test is not promoted, and the next night warms up again.
@@ -41,6 +42,7 @@ from flows.evaluate import EvalParams, run_evaluation
 from flows.report import iteration_report
 from flows.train import run_training
 from knowlyr.agents.spec import recorded_prefix
+from knowlyr.taskset import get_suite
 from tasks._artifacts import cached_origin
 from tasks.evaluate import ComparisonSummary, Decision, current_champion, promote_checkpoint
 from tasks.export import DatasetRef, ExportParams, ExportSettings, export_dataset
@@ -56,11 +58,14 @@ __all__ = [
     "main",
 ]
 
-#: The nightly task mix: every conversation family, the engineering and the advisory suites.
+#: The nightly task mix: every family of the conversation, engineering and advisory suites, one
+#: task source each, so collection and evaluation split their episodes evenly over the 13
+#: families (a source per suite gave ``order_status``, 10,000 of conversation's 22,000 tasks,
+#: half of that suite's episodes and ``refund`` a few).
 NIGHTLY_MIX = [
-    TaskSource(env_id="knowlyr/conversation", suite="conversation"),
-    TaskSource(env_id="knowlyr/engineering", suite="engineering"),
-    TaskSource(env_id="knowlyr/advisory", suite="advisory"),
+    TaskSource(env_id=f"knowlyr/{suite}", suite=suite, family=family)
+    for suite in ("conversation", "engineering", "advisory")
+    for family in get_suite(suite).families
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -78,7 +83,9 @@ class WarmupParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    episodes: int = Field(50, gt=0, description="expert demonstrations (one per task)")
+    episodes: int = Field(
+        1300, gt=0, description="expert demonstrations (one per task; 100 per family of the mix)"
+    )
     agent: str = Field(
         "expert",
         description="the demonstrating policy (an agent spec; e.g. noisy:0.25:give_up for logs "
@@ -90,7 +97,7 @@ class WarmupParams(BaseModel):
         "as behaviour cloning of logs of mixed quality does",
     )
     train: TrainParams = Field(
-        default_factory=lambda: TrainParams(epochs=30, restarts=2),
+        default_factory=lambda: TrainParams(epochs=6, restarts=1, target_eval_loss=None),
         description="SFT of the warm-up policy (from scratch: a tiny model or a base folder)",
     )
 
@@ -129,7 +136,7 @@ class IterateParams(BaseModel):
     collect: CollectSettings = Field(
         default_factory=lambda: CollectSettings(
             mix=NIGHTLY_MIX, agent="champion", episodes=800, attempts=4, temperature=1.0,
-            max_steps=4, shards=2,
+            max_steps=4, shards=1,
         ),
         description="the champion's rollouts (the task sources also scope the warm-up, the "
         "export and the evaluation; the seed and the store are the iteration's)",
@@ -254,7 +261,7 @@ def _describe(p: Any) -> str:
 
 def _what_runs(params: IterateParams, seed: int, warmup: bool) -> str:
     """The run's name from what this night does, known once the store says whether there is
-    a champion: ``iterate-warmup-50x-expert-seed0`` or ``iterate-night-800x4-sft-seed0``."""
+    a champion: ``iterate-warmup-1300x-expert-seed0`` or ``iterate-night-800x4-sft-seed0``."""
     if warmup:
         w = params.warmup
         return f"iterate-warmup-{w.episodes}x-{w.agent.replace(':', '-')}-seed{seed}"

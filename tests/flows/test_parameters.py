@@ -101,4 +101,4 @@ def test_a_field_the_iteration_sets_is_refused_with_what_to_set_instead():
         IterateParams.model_validate({"collect": {"seed": 3}})
     # a partial stage keeps the loop's own stage defaults (the task mix, the champion)
     p = IterateParams.model_validate({"seed": None, "collect": {"episodes": 256}})
-    assert p.collect.episodes == 256 and p.collect.agent == "champion" and len(p.collect.mix) == 3
+    assert p.collect.episodes == 256 and p.collect.agent == "champion" and len(p.collect.mix) == 13
