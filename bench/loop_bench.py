@@ -31,6 +31,7 @@ Usage::
     .venv/bin/python bench/loop_bench.py                        # the nightly defaults, 4 nights
     .venv/bin/python bench/loop_bench.py --nights 2 --final-eval 120 \\
         --params '{"train": {"method": "dpo"}}'
+    .venv/bin/python bench/loop_bench.py --evaluate night0=STORE/checkpoints/.../final
 """
 
 from __future__ import annotations
@@ -155,6 +156,33 @@ def table(rows: list[tuple[str, dict[str, list[bool]]]], families: list[str]) ->
         print(f"{name:<{width}}{fmt(every):>22}{cells}")
 
 
+def evaluate_only(args: argparse.Namespace) -> int:
+    """``--evaluate``: the given folders on the final sample of the parameters' mix."""
+    from knowlyr.train.evaluation import fisher_greater
+
+    base = IterateParams.small() if args.small else IterateParams()
+    params = IterateParams.model_validate(_merged(base.model_dump(), json.loads(args.params)))
+    final = final_sample(params.collect.sources(), args.final_eval)
+    steps, temp = params.evaluate.max_steps, params.collect.temperature
+    results = {}
+    for label, _, path in (item.partition("=") for item in args.evaluate):
+        results[label] = {"greedy": evaluate_folder(path, final, steps, 0.0)}
+        if temp > 0:
+            results[label]["sampled"] = evaluate_folder(path, final, steps, temp)
+    families = sorted({f for r in results.values() for f in r["greedy"]})
+    flat = lambda r: [s for f in families for s in r.get(f, [])]  # noqa: E731
+    for mode in ("greedy", "sampled"):
+        rows = [(name, r[mode]) for name, r in results.items() if mode in r]
+        if rows:
+            print(f"\nHeld-out success on {args.final_eval} independent tasks, {mode} "
+                  "(95% Wilson intervals):")  # fmt: skip
+            table(rows, families)
+            if len(rows) >= 2:
+                print(f"{rows[-1][0]} vs {rows[0][0]}: one-sided Fisher p = "
+                      f"{fisher_greater(flat(rows[-1][1]), flat(rows[0][1])):.2g}")  # fmt: skip
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", default=None, help="store root (default: a fresh temporary one)")
@@ -163,7 +191,14 @@ def main() -> int:
     ap.add_argument("--final-eval", type=int, default=300, help="independent held-out tasks")
     ap.add_argument("--no-expert-baseline", action="store_true")
     ap.add_argument("--small", action="store_true", help="IterateParams.small(): a smoke run")
+    ap.add_argument(
+        "--evaluate", nargs="+", metavar="LABEL=FOLDER", default=None,
+        help="run no nights: evaluate these checkpoint folders (e.g. the champions of an earlier "
+        "run's store) on the independent sample of the mix, greedy and sampled",
+    )  # fmt: skip
     args = ap.parse_args()
+    if args.evaluate:
+        return evaluate_only(args)
 
     from knowlyr.train.evaluation import fisher_greater
     from tasks.train import checkpoint_path
