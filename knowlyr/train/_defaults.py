@@ -74,12 +74,30 @@ def apply_device_defaults(config: Any) -> None:
         and getattr(config, "gradient_checkpointing", None) is None
     ):
         config.activation_checkpointing = bool(has_gpu and not config.use_cpu)
+    if not _has_activation_checkpointing_field():
+        # transformers before the rename (5.17, say) reads only ``gradient_checkpointing``: our
+        # ``activation_checkpointing`` field would be ignored and checkpointing left off (a 7B
+        # LoRA run took 126 GiB instead of ~26 on an H200), so the two are kept in step
+        if getattr(config, "gradient_checkpointing", None) is None:
+            config.gradient_checkpointing = bool(getattr(config, "activation_checkpointing", False))
+        else:
+            config.activation_checkpointing = bool(config.gradient_checkpointing)
     if hasattr(config, "use_liger_kernel"):
         config.use_liger_kernel = resolve_liger_kernel(
             config.use_liger_kernel,
             on_gpu=has_gpu and not config.use_cpu,
             kernel_config=getattr(config, "liger_kernel_config", None),
         )
+
+
+def _has_activation_checkpointing_field() -> bool:
+    """Whether this transformers' ``TrainingArguments`` has ``activation_checkpointing`` (the
+    name that replaced ``gradient_checkpointing``; earlier versions read only the old one)."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    return "activation_checkpointing" in {f.name for f in dataclasses.fields(TrainingArguments)}
 
 
 def _liger_kernel_available() -> bool:
