@@ -7,7 +7,8 @@ LoRA r=16 on a bf16 base. The tokenizer is a byte-level BPE trained on the rows 
 ``--vocab``, the model's embedding padded to it). Rows are expert episodes of knowlyr's
 conversation env exported as SFT (``--episodes``), or, with ``--runs DIR``, real agent logs
 (mini-swe-agent runs, as the issue's figures used) converted and exported with
-``max_steps_per_row=6``; expert episodes are short (p50 ~200 tokens), so padding costs plain
+``max_steps_per_row=6``, or, with ``--rows FOLDER``, an export folder made beforehand (how
+the rows reach a GPU machine that cannot read the logs); expert episodes are short (p50 ~200 tokens), so padding costs plain
 TRL less there than on real runs (p50 4,132).
 
 Per shape, four trainers on the same rows and the same initial weights, one after another
@@ -43,6 +44,7 @@ same table (memory "n/a"; MFU "n/a" unless ``--peak-tflops`` is given). Plain TR
 
     .venv/bin/python bench/gpu_train_bench.py                  # GPU: 0.5b, 1.5b, 7b-lora
     .venv/bin/python bench/gpu_train_bench.py --shapes 1.5b --rounds 2 --runs RUNS_DIR
+    .venv/bin/python bench/gpu_train_bench.py --rows EXPORT_FOLDER --kinds "plain TRL,ours"
     .venv/bin/python bench/gpu_train_bench.py --smoke          # CPU, seconds
 """
 
@@ -89,7 +91,11 @@ KINDS = ("plain TRL", "ours", "ours + packing", "ours + liger")
 
 
 def rows(args):
-    """The SFT rows: exported expert episodes, or ``--runs`` agent logs."""
+    """The SFT rows: ``--rows`` (an export folder), ``--runs`` agent logs, or expert episodes."""
+    if args.rows:
+        from knowlyr.train.run import load_dataset_dir
+
+        return load_dataset_dir(args.rows)
     from knowlyr.export import export_sft
 
     if args.runs:
@@ -281,6 +287,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--shapes", default=None, help=f"comma-separated, of {', '.join(SHAPES)}")
     p.add_argument("--smoke", action="store_true", help="the seconds-long CPU version")
     p.add_argument("--runs", default=None, help="agent logs to export instead of expert episodes")
+    p.add_argument(
+        "--rows",
+        default=None,
+        help="rows to train on: an export folder (knowlyr export sft -o FOLDER) or its .parquet",
+    )
+    p.add_argument(
+        "--kinds", default=None, help=f"comma-separated runs, of {', '.join(KINDS)} (default all)"
+    )
     p.add_argument("--episodes", type=int, default=None, help="expert episodes (400; smoke 24)")
     p.add_argument("--vocab", type=int, default=None, help="BPE vocabulary (32,000; smoke 1,024)")
     p.add_argument("--max-length", type=int, default=None, help="tokens per row (per shape)")
@@ -301,6 +315,13 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         p.error(f"--shapes: unknown {', '.join(unknown)}; choose from {', '.join(SHAPES)}")
     args.shape_list = [(s, SHAPES[s]) for s in args.shapes.split(",")]
+    wanted = args.kinds.split(",") if args.kinds else list(KINDS)
+    if [k for k in wanted if k not in KINDS] or "plain TRL" not in wanted:
+        p.error(
+            f"--kinds: of {', '.join(KINDS)}, comma-separated, plain TRL included (the baseline)"
+        )
+    if args.rows and args.runs:
+        p.error("--rows and --runs: give one")
     args.episodes = args.episodes or (24 if small else 400)
     args.vocab = args.vocab or (1024 if small else 32000)
     args.warmup = args.warmup if args.warmup is not None else (1 if small else 3)
@@ -321,8 +342,11 @@ def main(argv: list[str] | None = None) -> None:
     with quiet_progress():
         ds = rows(args)
         tok = build_tiny_tokenizer(dataset_texts(ds, limit=400), vocab_size=args.vocab)
-    args.n_rows, args.source = len(ds), args.runs or "expert episodes, knowlyr/conversation"
+    args.n_rows = len(ds)
+    args.source = args.rows or args.runs or "expert episodes, knowlyr/conversation"
     args.skipped = skipped_kinds(args.cuda)
+    for kind in set(KINDS) - set(wanted):
+        args.skipped.setdefault(kind, "not asked for (--kinds)")
     args.kinds = tuple(k for k in KINDS if k not in args.skipped)
     results = {name: {k: [] for k in args.kinds} for name, _ in args.shape_list}
     for r in range(args.rounds):
@@ -331,6 +355,7 @@ def main(argv: list[str] | None = None) -> None:
             for kind in args.kinds[turn:] + args.kinds[:turn]:
                 with quiet_progress():
                     results[name][kind].append(run(kind, shape, ds, tok, args))
+                print(f"{name}: {kind}: {results[name][kind][-1]}", file=sys.stderr, flush=True)
     table(results, args)
 
 

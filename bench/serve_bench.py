@@ -169,6 +169,11 @@ def main() -> None:
         "--checkpoint", type=Path, help="a checkpoint folder (default: train a tiny one)"
     )
     ap.add_argument("--episodes", type=int, default=32, help="episodes per measurement")
+    ap.add_argument(
+        "--in-process-only",
+        action="store_true",
+        help="skip the served columns (a machine without transformers serve's packages)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = args.checkpoint
@@ -181,21 +186,30 @@ def main() -> None:
         run(lambda: bridge.create_agent(name="in-process"), min(args.episodes, 4), 1)  # warm-up
         for k in IN_FLIGHT:
             local[k] = run(lambda: bridge.create_agent(name="in-process"), max(args.episodes, k), k)
-        plain = served_rates(ckpt, args.episodes, continuous_batching=False)
-        cb = served_rates(ckpt, args.episodes, continuous_batching=True)
+            print(f"in-process, {k} in flight: {local[k]}", flush=True)
+        plain = cb = None
+        if not args.in_process_only:
+            plain = served_rates(ckpt, args.episodes, continuous_batching=False)
+            cb = served_rates(ckpt, args.episodes, continuous_batching=True)
 
     import torch
 
+    on_gpu = bridge.model.device.type == "cuda"
+    where = torch.cuda.get_device_name(bridge.model.device) if on_gpu else "the CPU"
     print(
         f"\n{ENV} order_status held-out, greedy, <= {MAX_STEPS} steps, {args.episodes} episodes "
-        f"per cell, torch {torch.get_num_threads()} threads, {os.cpu_count()} CPUs"
+        f"per cell, acting on {where} in {str(bridge.model.dtype)[6:]}, torch {torch.get_num_threads()} "
+        f"threads, {os.cpu_count()} CPUs"
     )
     print("episodes/s (success rate, invalid actions per episode)")
     head = f"{'in flight':>9} | {'in-process':>22} | {'served':>22} | {'served + CB':>22}"
     print(head)
     print("-" * len(head))
     for k in IN_FLIGHT:
-        cells = [f"{r:7.2f} ({s:.0%}, {i:.2f})" for r, s, i in (local[k], plain[k], cb[k])]
+        cells = [
+            f"{c[k][0]:7.2f} ({c[k][1]:.0%}, {c[k][2]:.2f})" if c else "not run"
+            for c in (local, plain, cb)
+        ]
         print(f"{k:>9} | " + " | ".join(f"{c:>22}" for c in cells))
 
 
