@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows._common import resolve_store, run_namer
 from flows.collect import TaskSource
+from knowlyr.train.promotion import success_p, success_test_name
 from tasks.collect import sample_tasks
 from tasks.evaluate import (
     ComparisonSummary,
@@ -135,6 +136,7 @@ def evaluate(params: EvaluateParams) -> ComparisonSummary:
     c = summary.of("candidate")
     get_run_logger().info(
         f"held-out success: baseline {c['baseline_success_rate']:.1%} -> candidate "
-        f"{c['success_rate']:.1%} (Fisher p adj {c['fisher_p_adj']}, significant={c['significant']})"
+        f"{c['success_rate']:.1%} ({success_test_name(c)} adj {success_p(c)}, "
+        f"significant={c['significant']})"
     )
     return summary

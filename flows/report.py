@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from knowlyr.store import Store
+from knowlyr.train.promotion import success_p, success_test_name
 from knowlyr.view.links import added_ids, highlights_markdown
 from tasks._artifacts import (
     markdown_image,
@@ -207,7 +208,8 @@ def _evaluation_section(evaluation: Any, plots: dict[str, str]) -> list[str]:
         "## Held-out evaluation",
         evaluation_table(evaluation.leaderboard),
         f"Candidate vs `{evaluation.baseline}`: success {c['success_diff']:+.1%}, "
-        f"Fisher p (Bonferroni) = {_p(c['fisher_p_adj'])}, reward diff {c['reward_diff']:+.3f} "
+        f"{success_test_name(c)} (Bonferroni) = {_p(success_p(c))}, "
+        f"reward diff {c['reward_diff']:+.3f} "
         f"(95% CI {_interval(c['reward_diff_ci'])}), alpha = {evaluation.alpha}.",
         markdown_image(plots["success.svg"], "held-out success"),
     ]

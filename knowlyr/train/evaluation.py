@@ -4,7 +4,8 @@
 per-episode success, reward and length. :func:`compare_agents` tests each agent against a
 baseline on the same episodes:
 
-- success rate: Fisher's exact test and the two-proportion z-test;
+- success rate: McNemar's exact test when both ran the same tasks in the same order (paired
+  outcomes), Fisher's exact test otherwise, and the two-proportion z-test;
 - reward: Welch's t-test, the paired t-test (when both ran the same tasks in the same order),
   the Mann-Whitney U test, and a bootstrap confidence interval of the difference in means;
 - Bonferroni correction over the number of comparisons.
@@ -37,6 +38,7 @@ __all__ = [
     "evaluate_agent",
     "fisher_greater",
     "leaderboard_from_store",
+    "mcnemar_exact",
     "wilson_interval",
 ]
 
@@ -225,6 +227,29 @@ def wilson_interval(k: int, n: int, *, level: float = 0.95) -> tuple[float, floa
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def mcnemar_exact(before: Sequence[bool], after: Sequence[bool]) -> float:
+    """Two-sided exact McNemar p-value for paired successes (the same tasks, in order): a
+    binomial test of the tasks only ``after`` solved against those only ``before`` solved.
+
+    Example:
+        >>> round(mcnemar_exact([False] * 17 + [True] * 8, [True] * 17 + [False] * 8), 3)
+        0.108
+        >>> mcnemar_exact([True, False], [True, False])
+        1.0
+    """
+    from scipy.stats import binomtest
+
+    if len(before) != len(after):
+        raise ConfigError(
+            f"mcnemar_exact needs paired outcomes, got {len(before)} and {len(after)}"
+        )
+    gained = sum(bool(b) and not a for a, b in zip(before, after, strict=True))
+    lost = sum(bool(a) and not b for a, b in zip(before, after, strict=True))
+    if gained + lost == 0:
+        return 1.0
+    return float(binomtest(gained, gained + lost, 0.5).pvalue)
+
+
 def fisher_greater(a: Sequence[bool], b: Sequence[bool]) -> float:
     """One-sided Fisher exact p-value that ``a``'s success rate is above ``b``'s.
 
@@ -309,6 +334,10 @@ class Comparison:
     mannwhitney_p_adj: float
     paired_p_adj: float
     significant: bool
+    mcnemar_p: float = math.nan
+    mcnemar_p_adj: float = math.nan
+    success_test: str = "fisher"
+    success_p_adj: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -334,7 +363,7 @@ class ComparisonReport:
         for i, row in enumerate(rows, 1):
             row["rank"] = i
             c = by_agent.get(row["agent"])
-            row["vs_baseline_p_adj"] = c.fisher_p_adj if c else None
+            row["vs_baseline_p_adj"] = c.success_p_adj if c else None
             row["significant"] = c.significant if c else None
         return rows
 
@@ -401,8 +430,10 @@ def compare_agents(
     Args:
         results: one :class:`EvalResult` per agent (two or more).
         baseline: index or agent name of the baseline (default: the first).
-        alpha: significance level after Bonferroni correction (``significant`` uses Fisher's
-            exact test on success when success rates differ, else Welch's t on reward).
+        alpha: significance level after Bonferroni correction (``significant`` uses
+            ``success_test`` on success when success rates differ: McNemar's exact test when
+            both agents ran the same task ids in the same order, else Fisher's exact test;
+            Welch's t on reward when they do not differ).
         n_resamples: bootstrap resamples for the reward-difference CI.
         seed: bootstrap seed.
 
@@ -442,8 +473,9 @@ def compare_agents(
             w = stats.ttest_ind(rb, ra, equal_var=False)
             welch_t, welch_p = _safe(w.statistic), _safe(w.pvalue)
         paired = r.task_ids == base.task_ids and n1 == n0
-        paired_t = paired_p = math.nan
+        paired_t = paired_p = mcnemar_p = math.nan
         if paired:
+            mcnemar_p = mcnemar_exact(base.successes, r.successes)
             diffs = [b - a for a, b in zip(ra, rb, strict=True)]
             if _var(diffs) == 0:
                 paired_p = 1.0 if _mean(diffs) == 0 else math.nan
@@ -458,7 +490,10 @@ def compare_agents(
         pooled_sd = math.sqrt((_var(ra) + _var(rb)) / 2)
         d = (_mean(rb) - _mean(ra)) / pooled_sd if pooled_sd > 0 else math.nan
         adj = lambda p: min(1.0, p * m) if not math.isnan(p) else math.nan  # noqa: E731
-        primary = adj(fisher_p) if s1 / n1 != s0 / n0 else adj(welch_p)
+        # success on the same tasks is paired data: McNemar's exact test reads only the tasks
+        # whose outcome changed, where Fisher's treats the two samples as independent
+        success_test, success_p = ("mcnemar", mcnemar_p) if paired else ("fisher", fisher_p)
+        primary = adj(success_p) if s1 / n1 != s0 / n0 else adj(welch_p)
         out.append(
             Comparison(
                 agent=r.agent,
@@ -490,6 +525,10 @@ def compare_agents(
                 mannwhitney_p_adj=adj(mw_p),
                 paired_p_adj=adj(paired_p),
                 significant=bool(not math.isnan(primary) and primary < alpha),
+                mcnemar_p=mcnemar_p,
+                mcnemar_p_adj=adj(mcnemar_p),
+                success_test=success_test,
+                success_p_adj=adj(success_p),
             )
         )
     return ComparisonReport(

@@ -163,7 +163,8 @@ class PromotionDecision:
         reason: one human line.
         success_before: the baseline's success rate.
         success_after: the candidate's success rate.
-        p_value: the adjusted Fisher p-value (1.0 when there is none).
+        p_value: the adjusted p-value of the success test (McNemar's on paired outcomes, else
+            Fisher's; 1.0 when there is none).
         promotions: the ``promotions`` version the decision was written to (after
             :func:`record_promotion`).
     """
@@ -174,6 +175,20 @@ class PromotionDecision:
     success_after: float
     p_value: float
     promotions: Manifest | None = None
+
+
+def success_p(comparison: dict[str, Any]) -> float | None:
+    """The adjusted p-value of the success test a comparison decided with (McNemar's when
+    paired, Fisher's otherwise; Fisher's for comparisons recorded before the paired test)."""
+    p = comparison.get("success_p_adj")
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return comparison.get("fisher_p_adj")
+    return p
+
+
+def success_test_name(comparison: dict[str, Any]) -> str:
+    """``"McNemar p"`` (paired outcomes) or ``"Fisher p"``: how the success p-value was got."""
+    return "McNemar p" if comparison.get("success_test") == "mcnemar" else "Fisher p"
 
 
 def decide_promotion(
@@ -192,7 +207,7 @@ def decide_promotion(
 
     Args:
         comparison: the candidate's row of :attr:`RecordedComparison.comparisons`
-            (``success_diff``, ``fisher_p_adj``, ``significant``, ``success_rate``,
+            (``success_diff``, ``success_p_adj`` or ``fisher_p_adj``, ``significant``, ``success_rate``,
             ``baseline_success_rate``).
         alpha: the significance level the comparison used (for the reason).
         min_improvement: the success-rate difference to beat.
@@ -203,20 +218,24 @@ def decide_promotion(
         'success 50.0% -> 90.0%, p=0.001 < 0.01'
     """
     c = comparison
-    diff, p = float(c["success_diff"]), c["fisher_p_adj"]
+    diff, p = float(c["success_diff"]), success_p(c)
     p = 1.0 if p is None else float(p)
+    test = "McNemar p" if c.get("success_test") == "mcnemar" else "p"
     promoted = bool(c["significant"]) and diff > min_improvement
     if promoted and first_champion:
         reason = (
             f"first champion (warm-up): success {c['baseline_success_rate']:.1%} -> "
-            f"{c['success_rate']:.1%}, p={p:.2g} < {alpha}"
+            f"{c['success_rate']:.1%}, {test}={p:.2g} < {alpha}"
         )
     elif promoted:
-        reason = f"success {c['baseline_success_rate']:.1%} -> {c['success_rate']:.1%}, p={p:.2g} < {alpha}"
+        reason = (
+            f"success {c['baseline_success_rate']:.1%} -> {c['success_rate']:.1%}, "
+            f"{test}={p:.2g} < {alpha}"
+        )
     elif diff <= min_improvement:
         reason = f"no improvement: success diff {diff:+.1%} <= {min_improvement:.1%}"
     else:
-        reason = f"not significant: p={p:.2g} >= {alpha} (diff {diff:+.1%})"
+        reason = f"not significant: {test}={p:.2g} >= {alpha} (diff {diff:+.1%})"
     if first_champion and not promoted:
         reason = f"warm-up not promoted (the untrained model is the baseline): {reason}"
     return PromotionDecision(

@@ -60,9 +60,9 @@ def test_comparison_is_recorded_per_episode_and_json_safe(store: Store) -> None:
 @pytest.mark.parametrize(
     ("wins", "min_improvement", "promoted", "reason"),
     [
-        (36, 0.0, True, "success 25.0% -> 90.0%, p="),
+        (36, 0.0, True, "success 25.0% -> 90.0%, McNemar p="),
         (36, 0.7, False, "no improvement: success diff +65.0% <= 70.0%"),
-        (14, 0.0, False, "not significant: p="),
+        (14, 0.0, False, "not significant: McNemar p="),
         (6, 0.0, False, "no improvement: success diff -10.0% <= 0.0%"),
     ],
 )
@@ -75,6 +75,49 @@ def test_promotion_needs_a_significant_improvement(store, wins, min_improvement,
     d = decide_promotion(c, alpha=0.01, min_improvement=min_improvement)
     assert d.promoted is promoted and d.reason.startswith(reason)
     assert (d.success_before, d.success_after) == (0.25, wins / 40)
+
+
+def _flips(agent: str, before: list[bool], after_flips: tuple[int, int]) -> EvalResult:
+    """``before`` with the first ``gained`` failures solved and the first ``lost`` successes
+    failed."""
+    gained, lost = after_flips
+    ok, g, lo = list(before), 0, 0
+    for i, x in enumerate(before):
+        if not x and g < gained:
+            ok[i], g = True, g + 1
+        elif x and lo < lost:
+            ok[i], lo = False, lo + 1
+    return EvalResult(agent=agent, env_id="knowlyr/conversation",
+                      task_ids=[f"t{i}" for i in range(len(ok))], successes=ok,
+                      rewards=[float(x) for x in ok], steps=[2] * len(ok))  # fmt: skip
+
+
+def test_a_candidate_on_the_champions_tasks_is_judged_on_the_tasks_that_changed(store):
+    """The same 300 tasks, 60% -> 70%: 32 solved anew, 2 lost. Fisher's test treats the two
+    samples as independent (p ~ 0.01 two-sided, not below alpha); McNemar's reads the 34 tasks
+    that changed (p ~ 1e-7) and promotes. The same rates on other tasks stay with Fisher."""
+    from scipy.stats import binomtest, fisher_exact
+
+    before = [i % 10 < 6 for i in range(300)]
+    champion = EvalResult(agent="champion", env_id="knowlyr/conversation",
+                          task_ids=[f"t{i}" for i in range(300)], successes=before,
+                          rewards=[float(x) for x in before], steps=[2] * 300)  # fmt: skip
+    cand = _flips("candidate", before, (32, 2))
+    assert sum(cand.successes) == 210
+    rec = compare_and_record(store, [cand, champion], baseline="champion", eval_id="paired")
+    (c,) = rec.comparisons
+    fisher = fisher_exact([[210, 90], [180, 120]])[1]
+    assert c["success_test"] == "mcnemar" and c["fisher_p"] == pytest.approx(fisher)
+    assert c["success_p_adj"] == pytest.approx(binomtest(32, 34, 0.5).pvalue)
+    assert fisher > 0.01 and c["significant"]
+    d = decide_promotion(c, alpha=0.01)
+    assert d.promoted and d.reason.startswith("success 60.0% -> 70.0%, McNemar p=")
+    # other tasks (ids differ): not paired, Fisher decides and the same rates do not promote
+    other = EvalResult(**{**vars(cand), "task_ids": [f"u{i}" for i in range(300)]})
+    rec = compare_and_record(store, [other, champion], baseline="champion", eval_id="unpaired")
+    (c,) = rec.comparisons
+    assert c["success_test"] == "fisher" and c["mcnemar_p"] is None  # NaN, made JSON-safe
+    assert not c["significant"] and c["success_p_adj"] == pytest.approx(fisher)
 
 
 def test_the_first_champion_needs_a_significant_improvement_too() -> None:
