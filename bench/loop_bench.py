@@ -32,6 +32,7 @@ Usage::
     .venv/bin/python bench/loop_bench.py --nights 2 --final-eval 120 \\
         --params '{"train": {"method": "dpo"}}'
     .venv/bin/python bench/loop_bench.py --evaluate night0=STORE/checkpoints/.../final
+    .venv/bin/python bench/loop_bench.py --store STORE --start 11 --nights 3  # go on from STORE
 """
 
 from __future__ import annotations
@@ -187,6 +188,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", default=None, help="store root (default: a fresh temporary one)")
     ap.add_argument("--nights", type=int, default=4, help="nights, warm-up included")
+    ap.add_argument(
+        "--start", type=int, default=0,
+        help="the first night's number (its seed): go on from an earlier run's --store with "
+        "seeds its nights did not use",
+    )  # fmt: skip
     ap.add_argument("--params", default="{}", help="IterateParams as JSON (partial stages)")
     ap.add_argument("--final-eval", type=int, default=300, help="independent held-out tasks")
     ap.add_argument("--no-expert-baseline", action="store_true")
@@ -212,7 +218,7 @@ def main() -> int:
         f"store {store_url}; {args.nights} nights of {params.model_dump_json(exclude={'store_url'})}"
     )
     with _patient_ephemeral_server():
-        nights = [run_night(params, n) for n in range(args.nights)]
+        nights = [run_night(params, n) for n in range(args.start, args.start + args.nights)]
         loop_episodes = params.warmup.episodes + sum(
             n["report"].collect.episodes for n in nights if not n["report"].warmup
         )
