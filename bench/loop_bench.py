@@ -239,7 +239,7 @@ def main() -> int:
     steps, temp = params.evaluate.max_steps, params.collect.temperature
     policies: list[tuple[str, str]] = []
     night0 = nights[0]["report"]
-    if night0.init is not None:
+    if night0.warmup and night0.init is not None:  # with --start on a store: no warm-up run
         policies.append(("untrained", checkpoint_path(night0.init)))
     seen: dict[str, str] = {}
     for n in nights:

@@ -153,7 +153,7 @@ class IterateParams(BaseModel):
         ),
         description="training from the champion (method: sft | dpo | grpo)",
     )
-    evaluate: EvalParams = Field(default_factory=lambda: EvalParams(episodes=150, max_steps=4))
+    evaluate: EvalParams = Field(default_factory=lambda: EvalParams(episodes=300, max_steps=4))
 
     @model_validator(mode="before")
     @classmethod
