@@ -141,6 +141,7 @@ def test_continuous_batching_keeps_fp32_master_weights(monkeypatch):
     assert trainer.model.weight.dtype is torch.bfloat16
 
 
+@pytest.mark.slow  # ~46 s on 2 CPUs (generate_batch's paged cache); the unit test above is fast
 def test_grpo_through_continuous_batching_trains_fp32_weights(tmp_path, expert_and_random):
     """The continuous-batching path end to end on the CPU (transformers' generate_batch runs
     there too), under bf16 mixed precision: episodes run in the env, and the weights are
