@@ -7,9 +7,10 @@ LoRA r=16 on a bf16 base. The tokenizer is a byte-level BPE trained on the rows 
 ``--vocab``, the model's embedding padded to it). Rows are expert episodes of knowlyr's
 conversation env exported as SFT (``--episodes``), or, with ``--runs DIR``, real agent logs
 (mini-swe-agent runs, as the issue's figures used) converted and exported with
-``max_steps_per_row=6``, or, with ``--rows FOLDER``, an export folder made beforehand (how
-the rows reach a GPU machine that cannot read the logs); expert episodes are short (p50 ~200 tokens), so padding costs plain
-TRL less there than on real runs (p50 4,132).
+``max_steps_per_row=6``, or, with ``--rows FOLDER``, an export folder (or its parquet) made
+beforehand, which is how the rows reach a GPU machine that cannot read the logs. Expert
+episodes are short (p50 ~200 tokens), so padding costs plain TRL less there than on real runs
+(p50 4,132).
 
 Per shape, four trainers on the same rows and the same initial weights, one after another
 in an order rotated every round and shape (``--rounds``):

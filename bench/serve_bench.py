@@ -196,10 +196,11 @@ def main() -> None:
 
     on_gpu = bridge.model.device.type == "cuda"
     where = torch.cuda.get_device_name(bridge.model.device) if on_gpu else "the CPU"
+    dtype = str(bridge.model.dtype).removeprefix("torch.")
     print(
         f"\n{ENV} order_status held-out, greedy, <= {MAX_STEPS} steps, {args.episodes} episodes "
-        f"per cell, acting on {where} in {str(bridge.model.dtype)[6:]}, torch {torch.get_num_threads()} "
-        f"threads, {os.cpu_count()} CPUs"
+        f"per cell, acting on {where} in {dtype}, torch {torch.get_num_threads()} threads, "
+        f"{os.cpu_count()} CPUs"
     )
     print("episodes/s (success rate, invalid actions per episode)")
     head = f"{'in flight':>9} | {'in-process':>22} | {'served':>22} | {'served + CB':>22}"

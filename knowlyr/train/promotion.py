@@ -207,8 +207,8 @@ def decide_promotion(
 
     Args:
         comparison: the candidate's row of :attr:`RecordedComparison.comparisons`
-            (``success_diff``, ``success_p_adj`` or ``fisher_p_adj``, ``significant``, ``success_rate``,
-            ``baseline_success_rate``).
+            (``success_diff``, ``success_p_adj`` or ``fisher_p_adj``, ``significant``,
+            ``success_rate``, ``baseline_success_rate``).
         alpha: the significance level the comparison used (for the reason).
         min_improvement: the success-rate difference to beat.
 
