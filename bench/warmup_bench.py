@@ -39,6 +39,12 @@ def main() -> int:
         "--induction-steps", type=int, default=0,
         help="copy pretraining steps before SFT (knowlyr.train.induction; 0: none)",
     )  # fmt: skip
+    ap.add_argument(
+        "--induction-batch", type=int, default=32, help="rows per induction pretraining step"
+    )
+    ap.add_argument(
+        "--families", default="", help="comma-separated families of the mix (default: all 13)"
+    )
     ap.add_argument("--epochs", type=float, default=8)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--batch", type=int, default=16)
@@ -79,6 +85,12 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     boost_family, _, boost_n = args.boost.partition(":")
     families = [(s.env_id, s.family) for s in NIGHTLY_MIX]
+    if args.families:
+        wanted = args.families.split(",")
+        unknown = sorted(set(wanted) - {f for _, f in families})
+        if unknown:
+            ap.error(f"--families: {unknown} not in the mix ({', '.join(f for _, f in families)})")
+        families = [(e, f) for e, f in families if f in wanted]
     t0, trajs = time.perf_counter(), []
     for env_id, family in families:
         n = int(boost_n) if family == boost_family else args.per_family
@@ -93,7 +105,9 @@ def main() -> int:
     print(f"{len(ds)} expert rows collected in {time.perf_counter() - t0:.0f} s; "
           f"{sum(p.numel() for p in model.parameters()):,} parameters", flush=True)  # fmt: skip
     if args.induction_steps:
-        done = induction_pretrain(model, tok, steps=args.induction_steps, seed=args.seed)
+        done = induction_pretrain(
+            model, tok, steps=args.induction_steps, batch_size=args.induction_batch, seed=args.seed
+        )
         print(f"induction pretraining: {args.induction_steps} steps in {done.seconds:.0f} s, "
               f"copy accuracy {done.copy_accuracy:.0%}", flush=True)  # fmt: skip
     out = tempfile.mkdtemp(prefix="knowlyr-warmup-bench-")

@@ -181,7 +181,8 @@ def build_policy(
     if out.metrics:
         get_run_logger().info(
             f"{out.name}: induction pretraining copies {out.metrics['induction_copy_accuracy']:.0%} "
-            f"of a repeated span's tokens after {induction_steps} steps ({out.seconds:.0f} s)"
+            f"of a repeated span's tokens after {out.metrics['induction_steps_taken']:.0f} of up "
+            f"to {induction_steps} steps ({out.seconds:.0f} s)"
         )
     return Checkpoint(
         name=out.name,

@@ -479,7 +479,8 @@ def _model(model: str, dataset, seed: int, induction_steps: int | None):
             induction_steps = DEFAULT_STEPS if induction_steps is None else induction_steps
             if induction_steps:
                 done = induction_pretrain(net, tok, steps=induction_steps, seed=seed)
-                typer.echo(f"induction pretraining: {induction_steps} steps in {done.seconds:.0f} s, "
+                typer.echo(f"induction pretraining: {done.steps} of up to {induction_steps} steps "
+                           f"in {done.seconds:.0f} s, "
                            f"copy accuracy {done.copy_accuracy:.0%}", err=True)  # fmt: skip
             return net, tok
         if induction_steps:

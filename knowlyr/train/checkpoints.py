@@ -184,6 +184,7 @@ def init_policy(
             done = induction_pretrain(net, tok, steps=induction_steps, seed=seed)
             name += f"-ind{induction_steps}"
             metrics["induction_copy_accuracy"] = done.copy_accuracy
+            metrics["induction_steps_taken"] = done.steps
             seconds = done.seconds
     elif induction_steps:
         raise ConfigError(

@@ -35,7 +35,9 @@ def test_export_then_train_sft_from_the_command_line(tmp_path, expert_and_random
         ],
     )
     assert out.exit_code == 0, out.output
-    assert "induction pretraining: 5 steps in" in out.output  # before training, by default 1000
+    assert (
+        "induction pretraining: 5 of up to 5 steps in" in out.output
+    )  # before training, by default 1000
     report = json.loads(out.output[out.output.rindex('{\n  "model"') :])
     assert report["model"].endswith("final") and report["train_loss"] > 0
     marker = json.loads((tmp_path / "run" / "final" / "knowlyr_model.json").read_text())

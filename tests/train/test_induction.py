@@ -18,15 +18,18 @@ def test_copy_batch_labels_only_the_second_copy_of_the_span() -> None:
     vocab = copy_vocabulary(tok)
     assert not set(tok.all_special_ids) & set(vocab) and len(vocab) > 200
     assert {tok.convert_tokens_to_ids(t) for t in TOOL_TOKENS} <= set(vocab)  # tags are copied
-    b = copy_batch(random.Random(0), vocab, batch_size=8, span=6, gap=5, pad_id=tok.pad_token_id)
-    for ids, mask, labels in zip(b["input_ids"], b["attention_mask"], b["labels"], strict=True):
-        n = int(mask.sum())
-        row, lab = ids[:n].tolist(), labels[:n].tolist()
+    b = copy_batch(random.Random(0), vocab, batch_size=8, span=6, gap=5)
+    assert b["input_ids"].shape == (8, 2 * 6 + 5)  # every row as long: no padding
+    assert b["attention_mask"].eq(1).all()
+    starts = set()
+    for ids, labels in zip(b["input_ids"], b["labels"], strict=True):
+        row, lab = ids.tolist(), labels.tolist()
         span = row[-6:]
         assert lab[-6:] == span and set(lab[:-6]) == {-100}  # loss on the repeat only
-        first = max(i for i in range(n - 6) if row[i : i + 6] == span)  # the earlier copy
-        assert first + 6 <= n - 6 and first <= 5  # at most `gap` tokens before it
-        assert set(labels[n:].tolist()) <= {-100} and set(ids[n:].tolist()) <= {tok.pad_token_id}
+        first = max(i for i in range(len(row) - 6) if row[i : i + 6] == span)  # earlier copy
+        assert first <= 5  # at most `gap` random tokens before it
+        starts.add(first)
+    assert len(starts) > 1  # the first copy is not at a fixed position
 
 
 def test_induction_pretraining_trains_in_place_and_records_its_curve() -> None:
@@ -51,9 +54,15 @@ def test_induction_pretraining_teaches_copying_by_content() -> None:
     # the random gaps leave copying by content the only way (measured on a fresh batch)
     assert done.copy_accuracy > 0.8, done.curve
     assert done.curve[0][2] < 0.2  # it was learned, not there from the start
+    # it stopped at the first logged batch copied at the target accuracy
+    assert done.steps < 900 and done.curve[-1] == (done.steps, *done.curve[-1][1:])
+    assert done.curve[-1][2] >= 0.98 and all(a < 0.98 for _, _, a in done.curve[:-1])
 
 
 def test_induction_pretraining_checks_its_settings() -> None:
     model, tok = build_tiny_model(None, hidden_size=16, num_layers=1, num_heads=2)
     with pytest.raises(ConfigError, match="span >= 2"):
         induction_pretrain(model, tok, steps=10, span=1)
+    for bad in (0, 1.5):
+        with pytest.raises(ConfigError, match="target_accuracy must be in"):
+            induction_pretrain(model, tok, steps=10, target_accuracy=bad)
