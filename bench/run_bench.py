@@ -42,15 +42,23 @@ logging.getLogger("knowlyr").setLevel(logging.WARNING)  # per-step training logs
 from flows.iterate import IterateParams, _merged, _patient_ephemeral_server  # noqa: E402
 from flows.iterate import iterate as iterate_flow  # noqa: E402
 
-#: the stages this bench times, by task-run name prefix (as bench/loop_bench.py)
+#: the stages this bench times, by task-run name prefix (as bench/loop_bench.py; the held-out
+#: sample, ``sample-...-heldout-...``, is the evaluation's)
 STAGES = {
-    "collect": ("collect-", "dedup-"),
+    "collect": ("sample-", "collect-", "dedup-"),
     "reward": ("reward-",),
     "export": ("export-",),
     "induction": ("init-",),
     "train": ("train-", "select-"),
-    "evaluate": ("evaluate-", "compare-", "sample-"),
+    "evaluate": ("evaluate-", "compare-"),
 }
+
+
+def stage_of(task_run: str) -> str | None:
+    """The stage a task run belongs to."""
+    if task_run.startswith("sample-") and "-heldout-" in task_run:
+        return "evaluate"
+    return next((s for s, pre in STAGES.items() if task_run.startswith(pre)), None)
 
 
 def seeds_arg(text: str) -> list[int]:
@@ -76,8 +84,8 @@ def task_runs(flow_run_id: object) -> list[object]:
 def stage_seconds(runs: list[object]) -> dict[str, float]:
     """Wall time of each stage: first start to last end of its task runs (shards overlap)."""
     out = {}
-    for stage, prefixes in STAGES.items():
-        mine = [r for r in runs if r.name.startswith(prefixes) and r.start_time and r.end_time]
+    for stage in STAGES:
+        mine = [r for r in runs if stage_of(r.name) == stage and r.start_time and r.end_time]
         if mine:
             start = min(r.start_time for r in mine)
             out[stage] = (max(r.end_time for r in mine) - start).total_seconds()
@@ -145,7 +153,7 @@ def main() -> int:
             row = run_seed(base, seed)
             rows.append(row)
             stages = ", ".join(f"{k} {v:.0f}" for k, v in row["stages"].items())
-            losses = ", ".join(f"{x:.4f}" for x in row["losses"])
+            losses = ", ".join(f"{x:.2g}" for x in row["losses"])
             print(f"seed {seed}: first try {'yes' if row['first_try'] else 'no'} (validation "
                   f"loss {losses}); held-out {row['before']:.1%} -> {row['after']:.1%}, "
                   f"{'promoted' if row['promoted'] else 'NOT promoted'} (p = {row['p']:.2g}); {row['wall']:.0f} s "
@@ -156,7 +164,7 @@ def main() -> int:
     )
     print("|--:|---|--:|---|--:|--:|--:|---|--:|")
     for r in rows:
-        losses = ", ".join(f"{x:.4f}" for x in r["losses"])
+        losses = ", ".join(f"{x:.2g}" for x in r["losses"])
         print(f"| {r['seed']} | {'yes' if r['first_try'] else 'no'} | {r['restarts']} | {losses} "
               f"| {r['before']:.1%} | {r['after']:.1%} | {r['p']:.2g} | {'yes' if r['promoted'] else 'no'} "
               f"| {r['wall'] / 60:.1f} min |")  # fmt: skip
