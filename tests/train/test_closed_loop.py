@@ -5,7 +5,9 @@ conversation env, export turns them into a conversational SFT dataset, a 2x128 Q
 tokenizer built on the fly is trained with KnowlyrSFTTrainer (TRL) on 90% of the tasks
 (restarted with the next seed while the loss on the other 10% says it has not learned; the
 flow's recipe), saved, reloaded through the inference bridge and evaluated greedily on
-held-out tasks against the untrained model.
+held-out tasks against the untrained model. It is the flow's recipe without induction
+pretraining (``knowlyr.train.induction``, which ``make run`` adds before SFT and which
+``bench/run_bench.py`` measures): SFT alone on 2,000 rows, which needs the restarts.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ def test_sft_from_scratch_beats_untrained_model_on_heldout_tasks(tmp_path):
     untrained: list = []
 
     def train_one(seed: int):
-        # The flow's recipe (tasks.train.TrainParams): a 2x128 Qwen2 trained from scratch,
-        # restarted with the next seed until the validation loss says it learned.
+        # The flow's recipe (tasks.train.TrainParams) but induction pretraining: a 2x128 Qwen2
+        # trained from scratch, restarted with the next seed until the validation loss says
+        # it learned.
         model, tok = build_tiny_model_for(export.dataset, hidden_size=128, seed=seed)
         if not untrained:
             tools = export.dataset[0]["tools"]
