@@ -165,11 +165,22 @@ def run_deployment_on_a_worker(server, deployment: str, store: Path, timeout: fl
                 raise SystemExit(f"{deployment} run {run_id} still {state} after {timeout:.0f} s")
             time.sleep(3)
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(timeout=30)
+        _stop(worker)
     if state["type"] != "COMPLETED":
         raise SystemExit(f"{deployment} run {run_id} ended {state['name']}: {state['message']}")
     return run_id
+
+
+def _stop(worker: subprocess.Popen) -> None:
+    """Stop the worker's process group: SIGTERM, then SIGKILL if it has not exited within 30
+    s (a busy machine can take longer to shut its runner down; the run is over by then and
+    must not be lost to a timeout here)."""
+    os.killpg(worker.pid, signal.SIGTERM)
+    try:
+        worker.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=30)
 
 
 def shoot(ui_url: str, api_url: str, run_id: str, args: argparse.Namespace) -> None:
