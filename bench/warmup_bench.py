@@ -43,6 +43,10 @@ def main() -> int:
         "--induction-batch", type=int, default=32, help="rows per induction pretraining step"
     )
     ap.add_argument(
+        "--induction-target", type=float, default=0.98,
+        help="stop induction pretraining at this copy accuracy (0: train every step)",
+    )  # fmt: skip
+    ap.add_argument(
         "--families", default="", help="comma-separated families of the mix (default: all 13)"
     )
     ap.add_argument("--epochs", type=float, default=8)
@@ -106,9 +110,10 @@ def main() -> int:
           f"{sum(p.numel() for p in model.parameters()):,} parameters", flush=True)  # fmt: skip
     if args.induction_steps:
         done = induction_pretrain(
-            model, tok, steps=args.induction_steps, batch_size=args.induction_batch, seed=args.seed
-        )
-        print(f"induction pretraining: {args.induction_steps} steps in {done.seconds:.0f} s, "
+            model, tok, steps=args.induction_steps, batch_size=args.induction_batch,
+            seed=args.seed, target_accuracy=args.induction_target or None,
+        )  # fmt: skip
+        print(f"induction pretraining: {done.steps} of up to {args.induction_steps} steps in {done.seconds:.0f} s, "
               f"copy accuracy {done.copy_accuracy:.0%}", flush=True)  # fmt: skip
     out = tempfile.mkdtemp(prefix="knowlyr-warmup-bench-")
     config = KnowlyrSFTConfig(
