@@ -198,10 +198,17 @@ def test_cli_serves_until_interrupted(checkpoint):
             key, _, value = line.partition(":")
             lines[key.strip()] = value.strip()
         client = openai.OpenAI(base_url=lines["base URL"], api_key="none", max_retries=0)
+        # the prompt the checkpoint was trained on (its system prompt and tools), so that it
+        # answers with a whole, parseable tool call: an unparseable one is an HTTP 500
+        marker = read_marker(checkpoint)
         reply = client.chat.completions.create(
             model=lines["model"],
-            messages=[{"role": "user", "content": "Where is order K3Z9Q?"}],
-            max_tokens=8,
+            messages=[
+                {"role": "system", "content": marker["system_prompt"]},
+                {"role": "user", "content": "Where is order K3Z9Q?"},
+            ],
+            tools=marker["tools"],
+            max_tokens=96,
         )
         assert reply.choices[0].message is not None
         assert lines["policy"] == f"openai:{lines['model']}@{lines['base URL']}"
