@@ -107,22 +107,31 @@ def stage_seconds(flow_run_id: Any) -> dict[str, float]:
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
         )
         flow_run = client.read_flow_run(flow_run_id)
-    out = {}
-    for stage in STAGES:
-        mine = [r for r in runs if _stage_of(r.name) == stage and r.start_time and r.end_time]
-        if mine:
-            start = min(r.start_time for r in mine)
-            out[stage] = (max(r.end_time for r in mine) - start).total_seconds()
+    out = stage_spans(runs)
     if flow_run.start_time and flow_run.end_time:
         out["night"] = (flow_run.end_time - flow_run.start_time).total_seconds()
     return out
 
 
-def _stage_of(task_run: str) -> str | None:
+def stage_spans(runs: list[Any], stages: dict[str, tuple[str, ...]] = STAGES) -> dict[str, float]:
+    """Wall time of each of ``stages`` (name -> task-run name prefixes) over ``runs``: first
+    start to last end of its task runs (shards overlap)."""
+    out = {}
+    for stage in stages:
+        mine = [
+            r for r in runs if _stage_of(r.name, stages) == stage and r.start_time and r.end_time
+        ]
+        if mine:
+            start = min(r.start_time for r in mine)
+            out[stage] = (max(r.end_time for r in mine) - start).total_seconds()
+    return out
+
+
+def _stage_of(task_run: str, stages: dict[str, tuple[str, ...]] = STAGES) -> str | None:
     """The stage a task run belongs to (the held-out sample is the evaluation's)."""
     if task_run.startswith("sample-") and "-heldout-" in task_run:
         return "evaluate"
-    return next((s for s, pre in STAGES.items() if task_run.startswith(pre)), None)
+    return next((s for s, pre in stages.items() if task_run.startswith(pre)), None)
 
 
 def run_night(params: IterateParams, night: int) -> dict[str, Any]:

@@ -39,11 +39,13 @@ from _prefect_env import isolate
 isolate("knowlyr-run-bench-")
 logging.getLogger("knowlyr").setLevel(logging.WARNING)  # per-step training logs
 
+from loop_bench import stage_spans  # noqa: E402
+
 from flows.iterate import IterateParams, _merged, _patient_ephemeral_server  # noqa: E402
 from flows.iterate import iterate as iterate_flow  # noqa: E402
 
-#: the stages this bench times, by task-run name prefix (as bench/loop_bench.py; the held-out
-#: sample, ``sample-...-heldout-...``, is the evaluation's)
+#: the stages this bench times, by task-run name prefix (bench/loop_bench.py's, with the
+#: initial policy's induction pretraining apart from training)
 STAGES = {
     "collect": ("sample-", "collect-", "dedup-"),
     "reward": ("reward-",),
@@ -52,13 +54,6 @@ STAGES = {
     "train": ("train-", "select-"),
     "evaluate": ("evaluate-", "compare-"),
 }
-
-
-def stage_of(task_run: str) -> str | None:
-    """The stage a task run belongs to."""
-    if task_run.startswith("sample-") and "-heldout-" in task_run:
-        return "evaluate"
-    return next((s for s, pre in STAGES.items() if task_run.startswith(pre)), None)
 
 
 def seeds_arg(text: str) -> list[int]:
@@ -79,17 +74,6 @@ def task_runs(flow_run_id: object) -> list[object]:
         return client.read_task_runs(
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
         )
-
-
-def stage_seconds(runs: list[object]) -> dict[str, float]:
-    """Wall time of each stage: first start to last end of its task runs (shards overlap)."""
-    out = {}
-    for stage in STAGES:
-        mine = [r for r in runs if stage_of(r.name) == stage and r.start_time and r.end_time]
-        if mine:
-            start = min(r.start_time for r in mine)
-            out[stage] = (max(r.end_time for r in mine) - start).total_seconds()
-    return out
 
 
 def run_seed(base: IterateParams, seed: int) -> dict[str, object]:
@@ -120,7 +104,7 @@ def run_seed(base: IterateParams, seed: int) -> dict[str, object]:
         "promoted": bool(report.decision and report.decision.promoted),
         "outcome": report.outcome,
         "wall": wall,
-        "stages": stage_seconds(runs),
+        "stages": stage_spans(runs, STAGES),
     }
 
 
