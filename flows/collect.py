@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows._common import resolve_store, run_namer, task_runner
 from knowlyr.store import Manifest
+from knowlyr.train.curriculum import split_by_weight
 from tasks.collect import TaskSample, collect_episodes, dedup_trajectories, sample_tasks
 
 __all__ = [
@@ -35,6 +36,12 @@ class TaskSource(BaseModel):
     env_id: str = Field(..., description="registered environment id")
     suite: str = Field(..., description="task suite of that environment")
     family: str | None = Field(None, description="task family (None: all families)")
+    weight: float = Field(
+        1.0,
+        gt=0,
+        description="the source's share of a collection's tasks, relative to the others' "
+        "(iterate's frontier curriculum sets it; evaluations split evenly)",
+    )
 
     def __str__(self) -> str:
         return f"{self.suite}/{self.family}" if self.family else self.suite
@@ -51,8 +58,8 @@ class CollectSettings(BaseModel):
     split: Literal["train", "heldout"] | None = Field("train", description="task split")
     mix: list[TaskSource] = Field(
         default_factory=list,
-        description="several task sources, episodes split evenly (non-empty: replaces "
-        "env_id / suite / family)",
+        description="several task sources, episodes split by their weights, evenly by default "
+        "(non-empty: replaces env_id / suite / family)",
     )
     agent: str = Field(
         "expert",
@@ -99,7 +106,8 @@ class CollectReport(BaseModel):
 def run_collect(p: CollectParams, store_url: str) -> CollectReport:
     """The collect stages, submitted from the calling flow (``collect`` or ``iterate``).
 
-    ``p.episodes // p.attempts`` tasks are drawn, split evenly over the task sources; each
+    ``p.episodes // p.attempts`` tasks are drawn, split over the task sources in proportion to
+    their :attr:`TaskSource.weight` (evenly by default); each
     runs ``attempts`` times in a row (episode seeds differ, so a sampling policy's attempts
     differ). Each source's episodes are cut into ``p.shards`` rollout tasks.
     """
@@ -107,8 +115,9 @@ def run_collect(p: CollectParams, store_url: str) -> CollectReport:
     sources = p.sources()
     n_tasks = max(1, p.episodes // p.attempts)
     samples, futures = [], []
-    for j, src in enumerate(sources):
-        n = n_tasks // len(sources) + (j < n_tasks % len(sources))
+    for j, (src, n) in enumerate(
+        zip(sources, split_by_weight(n_tasks, [s.weight for s in sources]), strict=True)
+    ):
         if n == 0:
             continue
         sample = sample_tasks(src.suite, n, p.seed + j, split=p.split, family=src.family)

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -154,6 +154,12 @@ class IterateParams(BaseModel):
         description="training from the champion (method: sft | dpo | grpo)",
     )
     evaluate: EvalParams = Field(default_factory=lambda: EvalParams(episodes=300, max_steps=4))
+    curriculum: Literal["frontier", "even"] = Field(
+        "frontier",
+        description="how a later night splits its attempts over the task sources: 'frontier' in "
+        "proportion to 4p(1-p) of the champion's held-out success p on each family (most to the "
+        "families it half solves; knowlyr.train.curriculum), 'even' alike",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -322,6 +328,8 @@ def iterate(params: IterateParams = IterateParams()) -> IterateReport:
     else:
         log.info(f"champion {champion.name} ({champion.blob[:12]}) collects tonight")
         collect = _stage(CollectParams, params.collect, seed=seed)
+        if params.curriculum == "frontier" and len(sources) > 1:
+            collect = _on_the_frontier(collect, store_url, champion, log)
         export = _stage(ExportParams, params.export, kind=params.train.method)
         train, agents = params.train, MODEL_AGENTS
     collected = run_collect(collect, store_url)
@@ -382,6 +390,30 @@ def iterate(params: IterateParams = IterateParams()) -> IterateReport:
         **night, rewards=rewards, dataset=dataset, init=init, candidate=candidate,
         comparison=evaluation, decision=decision, outcome=outcome, report_dir=report_dir,
     )  # fmt: skip
+
+
+def _on_the_frontier(collect: CollectParams, store_url: str, champion: Checkpoint, log: Any):
+    """``collect`` with its sources weighted by the champion's latest held-out success on
+    their families (:mod:`knowlyr.train.curriculum`); unchanged when it has no evaluation."""
+    from knowlyr.store import Store
+    from knowlyr.train.curriculum import family_success, frontier_weights, split_by_weight
+
+    rates = family_success(Store.open(store_url), champion.blob)
+    if not rates:
+        log.info("frontier curriculum: the champion has no recorded evaluation; even split")
+        return collect
+    weights = frontier_weights(rates)
+    mix = [s.model_copy(update={"weight": weights.get(s.family, 1.0)}) for s in collect.sources()]
+    tasks = split_by_weight(max(1, collect.episodes // collect.attempts), [s.weight for s in mix])
+    log.info(
+        "frontier curriculum (tasks by the champion's held-out success): "
+        + ", ".join(
+            f"{s.family or s.suite} {rates[s.family][0]}/{rates[s.family][1]} -> {n}"
+            if s.family in rates else f"{s} (not evaluated) -> {n}"
+            for s, n in zip(mix, tasks, strict=True)
+        )
+    )  # fmt: skip
+    return collect.model_copy(update={"mix": mix})
 
 
 @contextmanager

@@ -71,6 +71,11 @@ def test_a_mix_splits_tasks_over_sources_and_repeats_each_task_per_attempt(store
     # the greedy expert's two attempts at a task are the same trajectory: one row, deduplicated
     assert report.trajectories.new == 6 and report.trajectories.duplicates == 6
 
+    # weighted sources (iterate's frontier curriculum) share the tasks by weight
+    heavy = [mix[0].model_copy(update={"weight": 0.5}), mix[1].model_copy(update={"weight": 2.5})]
+    weighted = collect(params.model_copy(update={"mix": heavy, "seed": 7}), return_state=True)
+    assert [len(s.task_ids) for s in weighted.result().samples] == [1, 5]
+
 
 def test_the_champion_agent_needs_a_promoted_checkpoint(store_url):
     from flows.collect import resolve_agent
