@@ -166,30 +166,65 @@ def table(rows: list[tuple[str, dict[str, list[bool]]]], families: list[str]) ->
         print(f"{name:<{width}}{fmt(every):>22}{cells}")
 
 
-def evaluate_only(args: argparse.Namespace) -> int:
-    """``--evaluate``: the given folders on the final sample of the parameters' mix."""
-    from knowlyr.train.evaluation import fisher_greater
-
-    base = IterateParams.small() if args.small else IterateParams()
-    params = IterateParams.model_validate(_merged(base.model_dump(), json.loads(args.params)))
-    final = final_sample(params.collect.sources(), args.final_eval)
-    steps, temp = params.evaluate.max_steps, params.collect.temperature
+def evaluate_all(
+    policies: list[tuple[str, str]],
+    final: list[tuple[TaskSource, list[str]]],
+    steps: int,
+    temp: float,
+) -> dict[str, dict[str, dict[str, list[bool]]]]:
+    """Each (label, folder) greedy and, when ``temp`` > 0, sampled on the final sample."""
     results = {}
-    for label, _, path in (item.partition("=") for item in args.evaluate):
-        results[label] = {"greedy": evaluate_folder(path, final, steps, 0.0)}
+    for name, path in policies:
+        results[name] = {"greedy": evaluate_folder(path, final, steps, 0.0)}
         if temp > 0:
-            results[label]["sampled"] = evaluate_folder(path, final, steps, temp)
+            results[name]["sampled"] = evaluate_folder(path, final, steps, temp)
+    return results
+
+
+def print_results(
+    results: dict[str, dict[str, dict[str, list[bool]]]],
+    n_tasks: int,
+    temp: float,
+    last: str,
+    against: list[str],
+) -> None:
+    """Per mode, the table of every policy by family, then ``last`` against each of
+    ``against``: one-sided Fisher p, and the families where ``last`` falls below the other's
+    95% interval."""
+    from knowlyr.train.evaluation import fisher_greater, wilson_interval
+
     families = sorted({f for r in results.values() for f in r["greedy"]})
     flat = lambda r: [s for f in families for s in r.get(f, [])]  # noqa: E731
     for mode in ("greedy", "sampled"):
         rows = [(name, r[mode]) for name, r in results.items() if mode in r]
-        if rows:
-            print(f"\nHeld-out success on {args.final_eval} independent tasks, {mode} "
-                  "(95% Wilson intervals):")  # fmt: skip
-            table(rows, families)
-            if len(rows) >= 2:
-                print(f"{rows[-1][0]} vs {rows[0][0]}: one-sided Fisher p = "
-                      f"{fisher_greater(flat(rows[-1][1]), flat(rows[0][1])):.2g}")  # fmt: skip
+        if not rows:
+            continue
+        how = "greedy" if mode == "greedy" else f"sampled at temperature {temp:g}"
+        print(f"\nHeld-out success on {n_tasks} independent tasks, {how} "
+              "(95% Wilson intervals):")  # fmt: skip
+        table(rows, families)
+        mine = results[last][mode]
+        for other in against:
+            theirs = results[other][mode]
+            below = [f for f in families if mine.get(f) and theirs.get(f) and
+                     sum(mine[f]) / len(mine[f]) < wilson_interval(sum(theirs[f]), len(theirs[f]))[0]]  # fmt: skip
+            print(f"{last} vs {other}: one-sided Fisher p = "
+                  f"{fisher_greater(flat(mine), flat(theirs)):.2g}; families below its 95% "
+                  f"interval: {', '.join(below) or 'none'}")  # fmt: skip
+
+
+def evaluate_only(args: argparse.Namespace) -> int:
+    """``--evaluate``: the given folders on the final sample of the parameters' mix; the last
+    one is compared with each of the others."""
+    base = IterateParams.small() if args.small else IterateParams()
+    params = IterateParams.model_validate(_merged(base.model_dump(), json.loads(args.params)))
+    final = final_sample(params.collect.sources(), args.final_eval)
+    steps, temp = params.evaluate.max_steps, params.collect.temperature
+    policies = [(label, path) for label, _, path in (i.partition("=") for i in args.evaluate)]
+    results = evaluate_all(policies, final, steps, temp)
+    if len(policies) >= 2:
+        last = policies[-1][0]
+        print_results(results, args.final_eval, temp, last, [p for p, _ in policies[:-1]])
     return 0
 
 
@@ -215,7 +250,6 @@ def main() -> int:
     if args.evaluate:
         return evaluate_only(args)
 
-    from knowlyr.train.evaluation import fisher_greater
     from tasks.train import checkpoint_path
 
     store_url = args.store or tempfile.mkdtemp(prefix="knowlyr-loop-bench-")
@@ -258,35 +292,11 @@ def main() -> int:
     if baseline is not None:
         policies.append((f"SFT on {loop_episodes} expert episodes", checkpoint_path(baseline)))
     policies = list(dict(policies).items())  # a champion kept over nights is evaluated once
-    results: dict[str, dict[str, dict[str, list[bool]]]] = {}
-    for name, path in policies:
-        results[name] = {"greedy": evaluate_folder(path, final, steps, 0.0)}
-        if temp > 0:
-            results[name]["sampled"] = evaluate_folder(path, final, steps, temp)
-    families = sorted({f for r in results.values() for f in r["greedy"]})
-    for mode in ("greedy", "sampled"):
-        rows = [(name, r[mode]) for name, r in results.items() if mode in r]
-        if not rows:
-            continue
-        how = "greedy" if mode == "greedy" else f"sampled at temperature {temp:g}"
-        print(f"\nHeld-out success on {args.final_eval} independent tasks, {how} "
-              "(95% Wilson intervals):")  # fmt: skip
-        table(rows, families)
-        champs = [name for name in results if "champion" in name]
-        if len(champs) >= 2:
-            first, last = results[champs[0]][mode], results[champs[-1]][mode]
-            flat = lambda r: [s for f in families for s in r.get(f, [])]  # noqa: E731
-            print(f"{champs[-1]} vs {champs[0]}: one-sided Fisher p = "
-                  f"{fisher_greater(flat(last), flat(first)):.2g}")  # fmt: skip
-            if baseline is not None:
-                imitate = results[policies[-1][0]][mode]
-                print(f"{champs[-1]} vs imitate-more: one-sided Fisher p = "
-                      f"{fisher_greater(flat(last), flat(imitate)):.2g}")  # fmt: skip
-            from knowlyr.train.evaluation import wilson_interval
-
-            below = [f for f in families if last.get(f) and first.get(f) and
-                     sum(last[f]) / len(last[f]) < wilson_interval(sum(first[f]), len(first[f]))[0]]  # fmt: skip
-            print(f"families of {champs[-1]} below their night-0 95% interval: {below or 'none'}")
+    results = evaluate_all(policies, final, steps, temp)
+    champs = [name for name in results if "champion" in name]
+    last = champs[-1] if champs else policies[-1][0]
+    against = champs[:1] + ([policies[-1][0]] if baseline is not None else [])
+    print_results(results, args.final_eval, temp, last, [a for a in against if a != last])
     print("\nWall time by stage (seconds):")
     stages = [*STAGES, "night"]
     print(f"{'night':<8}" + "".join(f"{s:>10}" for s in stages))
