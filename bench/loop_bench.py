@@ -222,9 +222,7 @@ def evaluate_only(args: argparse.Namespace) -> int:
     steps, temp = params.evaluate.max_steps, params.collect.temperature
     policies = [(label, path) for label, _, path in (i.partition("=") for i in args.evaluate)]
     results = evaluate_all(policies, final, steps, temp)
-    if len(policies) >= 2:
-        last = policies[-1][0]
-        print_results(results, args.final_eval, temp, last, [p for p, _ in policies[:-1]])
+    print_results(results, args.final_eval, temp, policies[-1][0], [p for p, _ in policies[:-1]])
     return 0
 
 
