@@ -30,7 +30,7 @@ Usage::
 
     .venv/bin/python bench/loop_bench.py                        # the nightly defaults, 4 nights
     .venv/bin/python bench/loop_bench.py --nights 2 --final-eval 120 \\
-        --params '{"train": {"method": "dpo"}}'
+        --params '{"collect": {"attempts": 4}, "train": {"method": "dpo"}}'
     .venv/bin/python bench/loop_bench.py --evaluate night0=STORE/checkpoints/.../final
     .venv/bin/python bench/loop_bench.py --store STORE --start 11 --nights 3  # go on from STORE
 """

@@ -140,11 +140,13 @@ class IterateParams(BaseModel):
     warmup: WarmupParams = Field(default_factory=WarmupParams)
     collect: CollectSettings = Field(
         default_factory=lambda: CollectSettings(
-            mix=NIGHTLY_MIX, agent="champion", episodes=800, attempts=4, temperature=1.0,
+            mix=NIGHTLY_MIX, agent="champion", episodes=800, attempts=1, temperature=0.7,
             max_steps=4, shards=1,
         ),
-        description="the champion's rollouts (the task sources also scope the warm-up, the "
-        "export and the evaluation; the seed and the store are the iteration's)",
+        description="the champion's rollouts: 800 distinct tasks, one attempt each, sampled at "
+        "0.7 (README: more distinct tasks beat more attempts at fewer; a dpo night needs "
+        "attempts >= 2 to pair them). The task sources also scope the warm-up, the export and "
+        "the evaluation; the seed and the store are the iteration's",
     )  # fmt: skip
     reward: RewardParams = Field(default_factory=RewardParams)
     export: ExportSettings = Field(
@@ -154,9 +156,10 @@ class IterateParams(BaseModel):
     )
     train: TrainParams = Field(
         default_factory=lambda: TrainParams(
-            epochs=3, learning_rate=1e-3, restarts=1, target_eval_loss=None, validation_fraction=0
+            epochs=2, learning_rate=3e-4, restarts=1, target_eval_loss=None, validation_fraction=0
         ),
-        description="training from the champion (method: sft | dpo | grpo)",
+        description="training from the champion (method: sft | dpo | grpo); 3e-4, not the "
+        "warm-up's 3e-3: 1e-3 cost the 73% champion 6.7 points in one night (README)",
     )
     evaluate: EvalParams = Field(default_factory=lambda: EvalParams(episodes=300, max_steps=4))
     curriculum: Literal["even", "frontier"] = Field(
@@ -186,6 +189,16 @@ class IterateParams(BaseModel):
                 default = cls.model_fields[stage].get_default(call_default_factory=True)
                 out[stage] = _merged(default.model_dump(), data[stage])
         return out
+
+    @model_validator(mode="after")
+    def _dpo_pairs_attempts(self) -> IterateParams:
+        if self.train.method == "dpo" and self.collect.attempts < 2:
+            raise ValueError(
+                "train.method='dpo' pairs attempts at one task (success beats failure), and "
+                f"collect.attempts is {self.collect.attempts}: set collect.attempts >= 2, e.g. "
+                '{"collect": {"attempts": 4}, "train": {"method": "dpo"}}'
+            )
+        return self
 
     @classmethod
     def one_night(cls, **overrides: Any) -> IterateParams:
@@ -276,7 +289,7 @@ def _describe(p: Any) -> str:
 
 def _what_runs(params: IterateParams, seed: int, warmup: bool) -> str:
     """The run's name from what this night does, known once the store says whether there is
-    a champion: ``iterate-warmup-3700x-expert-seed0`` or ``iterate-night-800x4-sft-seed0``."""
+    a champion: ``iterate-warmup-3700x-expert-seed0`` or ``iterate-night-800x1-sft-seed0``."""
     if warmup:
         w = params.warmup
         return f"iterate-warmup-{w.episodes}x-{w.agent.replace(':', '-')}-seed{seed}"

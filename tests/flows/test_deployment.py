@@ -137,7 +137,7 @@ def test_deployments_on_a_process_worker(tmp_path, monkeypatch):
         # 1. A documented parameter string starts a run; a wrong one is refused, naming the key.
         doc = server.run(
             "deployment", "run", "iterate/nightly",
-            "-p", 'params={"seed": null, "train": {"method": "dpo"}}',
+            "-p", 'params={"seed": null, "collect": {"attempts": 4}, "train": {"method": "dpo"}}',
         )  # fmt: skip
         documented = _run_id(doc)
         wrong = server.run(

@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import pydantic
 import pytest
 import yaml
 from prefect.utilities.callables import parameter_schema
@@ -102,3 +103,13 @@ def test_a_field_the_iteration_sets_is_refused_with_what_to_set_instead():
     # a partial stage keeps the loop's own stage defaults (the task mix, the champion)
     p = IterateParams.model_validate({"seed": None, "collect": {"episodes": 256}})
     assert p.collect.episodes == 256 and p.collect.agent == "champion" and len(p.collect.mix) == 13
+
+
+def test_a_dpo_night_with_one_attempt_per_task_is_refused_naming_the_fix():
+    # the nightly default is one attempt per task: DPO pairs attempts at one task
+    with pytest.raises(pydantic.ValidationError, match=r"set collect.attempts >= 2"):
+        IterateParams.model_validate({"seed": None, "train": {"method": "dpo"}})
+    p = IterateParams.model_validate(
+        {"seed": None, "collect": {"attempts": 4}, "train": {"method": "dpo"}}
+    )
+    assert p.collect.attempts == 4 and p.train.method == "dpo" and p.collect.episodes == 800
