@@ -148,8 +148,10 @@ def _seconds(x: float | None) -> str:
 
 def _highlight(code: str, lang: str | None, _attrs: Any = None) -> str:
     """``code`` as Pygments token spans (escaped) for a known language, else ``""``."""
+    # pygments.formatters.html itself, not the lazy pygments.formatters: threads race in its
+    # __getattr__ (a 500 "cannot import name 'HtmlFormatter'" seen under make test)
     from pygments import highlight
-    from pygments.formatters import HtmlFormatter
+    from pygments.formatters.html import HtmlFormatter
     from pygments.lexers import get_lexer_by_name
     from pygments.util import ClassNotFound
 
@@ -190,7 +192,8 @@ def source_html(code: str, lang: str = "bash") -> Any:
 
 @cache
 def _code_css() -> str:
-    from pygments.formatters import HtmlFormatter
+    # the module itself, not the lazy pygments.formatters (threads race in its __getattr__)
+    from pygments.formatters.html import HtmlFormatter
 
     css = HtmlFormatter(style="default").get_style_defs(".hl")
     keep = (x.split(" /*", 1)[0] for x in css.splitlines() if x.startswith(".hl ."))
