@@ -17,7 +17,10 @@ after the agent's retries) is recorded as one more step, an ``invalid_action`` w
 observation is the error, before the episode ends that way.
 
 Agents get the env's tool schemas (its ``tool_schemas()``) in the reset ``info["tools"]`` and
-the episode's seed in ``info["seed"]``.
+the episode's seed in ``info["seed"]``. Every trajectory records those schemas in
+``metadata["tools"]`` (OpenAI function format, as the env gives them; failed episodes too,
+where the env has them), so an export declares the tools the agent really had
+(:func:`knowlyr.export.messages.declared_tools`); the episodes of one env share one list.
 An agent that sets ``last_usage`` (a :class:`~knowlyr.trajectory.Usage`) in ``act`` has it
 stored as that step's ``usage``, and an action's ``call_id`` is kept on its ``ToolCall``.
 
@@ -87,7 +90,8 @@ def run_episode(
 
     An exception from the agent or the env ends the episode; it is recorded as a failed
     trajectory whose ``outcome.reason`` starts with ``error:`` and whose metadata holds the
-    traceback.
+    traceback. The env's tool schemas (the agent's reset ``info["tools"]``) are recorded in
+    the trajectory's ``metadata["tools"]``.
 
     Raises:
         ConfigError, BackendUnavailableError: ``reset`` cannot start any episode (a bad
@@ -101,9 +105,12 @@ def run_episode(
     except (ConfigError, BackendUnavailableError):
         raise  # a misconfigured env or a missing backend: no episode can run
     except Exception as e:  # a bad rollout is data
-        return _failed(env, agent, task, e)
+        return _with_tools(env, _failed(env, agent, task, e), _env_tools(env))
+    tools: Any = None
     try:
-        agent.reset(_reset_info(env, ts, seed))
+        info = _reset_info(env, ts, seed)
+        tools = info.get("tools")
+        agent.reset(info)
         while not ts.done:
             action: Action = agent.act(ts.observation, ts.info)
             ts = env.step(action)
@@ -111,12 +118,41 @@ def run_episode(
     except EnvServerError:
         raise  # the env's server went away: not the agent's rollout
     except ModelCallError as e:  # the model API failed for good: a last, failed step
-        return _failed(env, agent, task, e, model_call_failed=True)
+        return _with_tools(env, _failed(env, agent, task, e, model_call_failed=True), tools)
     except Exception as e:  # a bad rollout is data
-        return _failed(env, agent, task, e)
+        return _with_tools(env, _failed(env, agent, task, e), tools)
     traj = env.trajectory
     if ts.truncated and not ts.terminated and traj.outcome.success is None:
         _fill_truncated(env, traj)
+    return _with_tools(env, traj, tools)
+
+
+def _env_tools(env: AgentEnv) -> list[dict[str, Any]] | None:
+    """The env's tool schemas, ``None`` when it has none or cannot say (a broken env)."""
+    schemas = getattr(env.unwrapped, "tool_schemas", None)
+    if not callable(schemas):
+        return None
+    try:
+        return schemas()
+    except Exception:  # an env whose reset failed may not answer either: no tools recorded
+        return None
+
+
+def _with_tools(env: RecorderWrapper, traj: Trajectory, tools: Any) -> Trajectory:
+    """``traj`` with ``tools`` (the schemas the agent was given) in ``metadata["tools"]``, unless
+    they are no list of schemas or the metadata has tools already.
+
+    Tools equal to those an earlier episode of ``env`` recorded are recorded as that same list
+    (an env builds its schemas anew at each call): one list per env, shared by its episodes,
+    not copied."""
+    if not (isinstance(tools, list) and tools and all(isinstance(t, dict) for t in tools)):
+        return traj
+    last = getattr(env, "_recorded_tools", None)
+    if last is not None and last == tools:
+        tools = last
+    else:
+        env._recorded_tools = tools  # type: ignore[attr-defined]
+    traj.metadata.setdefault("tools", tools)
     return traj
 
 

@@ -148,3 +148,58 @@ def test_on_episode_sees_every_trajectory_once_as_episodes_end():
     )
     assert sorted(t.metadata["episode"] for t in seen) == [0, 1, 2, 3, 4]
     assert {t.id for t in seen} == {t.id for t in trajs}
+
+
+def _conversation_tools() -> list[dict]:
+    from knowlyr.core.registry import make
+
+    env = make("knowlyr/conversation")
+    try:
+        return env.unwrapped.tool_schemas()
+    finally:
+        env.close()
+
+
+def test_every_trajectory_records_the_tools_its_agent_was_given():
+    tools = _conversation_tools()
+    trajs = collect("knowlyr/conversation", ExpertAgent, 3, seed=0)
+    assert all(t.metadata["tools"] == tools for t in trajs)
+    # one list per env, not a copy per episode or step
+    assert len({id(t.metadata["tools"]) for t in trajs}) == 1
+    # a failed episode too: what the agent had when it failed
+    for t in collect("knowlyr/conversation", _Crashes, 2):
+        assert t.outcome.reason.startswith("error:") and t.metadata["tools"] == tools
+
+
+class _ModelGone(_Crashes):
+    def act(self, observation, info):
+        from knowlyr.agents.api import ModelCallError
+
+        raise ModelCallError("the model API refused", attempts=3)
+
+
+class _ResetFails:
+    """The real conversation env, whose reset fails once (a sandbox that would not start)."""
+
+    def __new__(cls):
+        from knowlyr.core.env import EnvWrapper
+        from knowlyr.core.registry import make
+
+        class Wrapper(EnvWrapper):
+            def reset(self, *, task=None, seed=None, options=None):
+                raise RuntimeError("the episode could not start")
+
+        return Wrapper(make("knowlyr/conversation"))
+
+
+def test_episodes_failing_at_reset_or_on_the_model_record_the_env_tools():
+    from knowlyr.core.wrappers import RecorderWrapper
+    from knowlyr.rollout import run_episode
+
+    tools = _conversation_tools()
+    (gone,) = collect("knowlyr/conversation", _ModelGone, 1)
+    assert gone.steps[-1].metadata["model_call_failed"] and gone.metadata["tools"] == tools
+    agent = _Crashes()
+    traj = run_episode(RecorderWrapper(_ResetFails(), agent=agent.agent_info), agent)
+    assert traj.outcome.reason.startswith("error: RuntimeError") and not traj.steps
+    assert traj.metadata["tools"] == tools

@@ -87,7 +87,8 @@ class AgentInference:
     Args:
         model: a ``transformers`` causal LM.
         tokenizer: its tokenizer, with a chat template that renders ``tool_calls``.
-        tools: OpenAI function schemas shown to the model (the ones it was trained with).
+        tools: OpenAI function schemas shown to the model in every episode (the ones it was
+            trained with); ``None``: each episode's env tools (the reset ``info["tools"]``).
         system_prompt: default system prompt of the agents it creates.
         max_new_tokens: generation limit per turn.
         temperature: 0 decodes greedily; above 0 samples at this temperature (what collection
@@ -139,7 +140,9 @@ class AgentInference:
         top_p: float = 1.0,
         max_batch: int = 32,
     ) -> AgentInference:
-        """Load a checkpoint folder; its tools and system prompt come from :data:`MARKER_FILE`.
+        """Load a checkpoint folder; its tools and system prompt come from :data:`MARKER_FILE`
+        (a checkpoint trained on several tool sets saves none: its agents show each episode
+        the env's tools).
 
         ``device="auto"`` puts the model on the GPU when torch sees one; ``"cpu"`` or
         ``"cuda:1"`` choose one. ``dtype="auto"`` acts in bf16 on a GPU that supports it, fp16
@@ -221,7 +224,8 @@ class AgentInference:
 
         Args:
             system_prompt: the system message (default: the one saved with the model).
-            tools: tool schemas shown to the model (default: the ones saved with it).
+            tools: tool schemas shown to the model (default: the ones saved with it; when it
+                has none, each episode's env tools, the reset ``info["tools"]``).
             text_tool: tool that plain-text answers are sent to (see
                 :func:`~knowlyr.agents.action_format.parse_action_text`).
             name: the agent's name on trajectories.
@@ -242,7 +246,11 @@ class AgentInference:
 
 
 class ModelAgent(Agent):
-    """An agent that asks an :class:`AgentInference` for each action; one history per episode."""
+    """An agent that asks an :class:`AgentInference` for each action; one history per episode.
+
+    The tools in its prompts are its fixed ``tools`` when it has them, else the ones the env
+    gives at reset (``info["tools"]``, see :func:`~knowlyr.rollout.run_episode`).
+    """
 
     def __init__(
         self,
@@ -260,6 +268,8 @@ class ModelAgent(Agent):
         self._episode_seed = 0
         self.system_prompt = system_prompt
         self.tools = tools
+        #: the tools of the current episode's prompts (see :meth:`reset`)
+        self.episode_tools: list[dict[str, Any]] | None = tools
         self.text_tool = text_tool
         self.name = name
         self.model = (
@@ -277,6 +287,8 @@ class ModelAgent(Agent):
         self._episode_seed = int(given) if given is not None else self._episode
         self.messages = []
         self.last_text = ""
+        given_tools = (info or {}).get("tools")
+        self.episode_tools = self.tools if self.tools is not None else given_tools
         self._last_tool = None
         self._last_error = None
         task = (info or {}).get("task") or {}
@@ -302,7 +314,9 @@ class ModelAgent(Agent):
         turn_seed = (
             self.seed * 1_000_003 + self._episode_seed * 1_009 + len(self.messages)
         ) % 2**63
-        self.last_text = self.inference.generate(self.messages, tools=self.tools, seed=turn_seed)
+        self.last_text = self.inference.generate(
+            self.messages, tools=self.episode_tools, seed=turn_seed
+        )
         action = parse_action_text(self.last_text, text_tool=self.text_tool)
         self._last_error = None
         if action["tool"] == INVALID_ACTION_TOOL:
@@ -316,7 +330,7 @@ class ModelAgent(Agent):
     def _correction(self) -> str:
         names = [
             (t.get("function") or t).get("name")
-            for t in self.tools or []
+            for t in self.episode_tools or []
             if isinstance(t, dict) and isinstance(t.get("function") or t, dict)
         ]
         names = [n for n in names if n]

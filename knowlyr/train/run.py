@@ -3,7 +3,8 @@
 The saved folder (``<output_dir>/final``) holds the model, the tokenizer and
 ``knowlyr_model.json`` with the tool schemas and system prompt of the training data, so
 ``AgentInference.from_pretrained(path).create_agent()`` shows the model exactly what it was
-trained on.
+trained on. The tools are saved only when every row declares the same ones; a model trained
+on several tool sets (several suites) is shown each episode's env tools instead.
 
 Example:
     >>> result = train_sft(export.dataset, model, tokenizer, KnowlyrSFTConfig(output_dir="runs/sft"))  # doctest: +SKIP
@@ -63,7 +64,13 @@ def log_callback() -> Any:
 
 
 def dataset_prompt_info(dataset: Any) -> dict[str, Any]:
-    """The ``tools`` and system prompt of an exported dataset (from its first row)."""
+    """The ``tools`` and system prompt of an exported dataset, for a checkpoint's marker.
+
+    ``tools``: the tools every row declares; ``None`` when the rows declare different ones (a
+    dataset of several suites, each with its tools), so that an agent acting with the
+    checkpoint shows each episode its env's tools (the reset ``info["tools"]``) instead of one
+    suite's. The system prompt is the first row's.
+    """
     if len(dataset) == 0:
         return {}
     row = dataset[0]
@@ -71,7 +78,29 @@ def dataset_prompt_info(dataset: Any) -> dict[str, Any]:
     system = next(
         (m["content"] for m in msgs if isinstance(m, dict) and m.get("role") == "system"), None
     )
-    return {"tools": row.get("tools"), "system_prompt": system}
+    tools = row.get("tools")
+    if tools is not None and not _same_in_every_row(dataset, "tools"):
+        tools = None
+    return {"tools": tools, "system_prompt": system}
+
+
+def _same_in_every_row(dataset: Any, column: str) -> bool:
+    """Whether every row of ``dataset`` has the same ``column`` value. An exported dataset's
+    ``list<json>`` column is compared as Arrow (one joined string per row, its distinct count),
+    without decoding its rows; anything else row by row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if hasattr(dataset, "with_format"):  # a datasets.Dataset: its rows (selection included)
+        col = dataset.with_format("arrow")[column]
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if pa.types.is_list(col.type) and isinstance(col.type.value_type, pa.JsonType):
+            joined = pc.binary_join(col.cast(pa.list_(pa.string())), "\n")  # JSON has no raw \n
+            return pc.count_distinct(joined, mode="all").as_py() <= 1
+        values = col.to_pylist()
+    else:
+        values = [r.get(column) for r in dataset]
+    return all(v == values[0] for v in values)
 
 
 def load_dataset_dir(path: str | Path) -> Any:

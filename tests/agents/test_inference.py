@@ -210,3 +210,87 @@ def test_a_checkpoint_acts_in_the_dtype_resolved_for_the_device(tmp_path, caplog
         )  # fmt: skip
     assert len(res.successes) == 1
     assert f"acting with {tmp_path / 'm'} on cpu in float32" in caplog.text
+
+
+def _tools_of(env_id: str) -> list[dict]:
+    from knowlyr.core.registry import make
+
+    env = make(env_id)
+    try:
+        return env.unwrapped.tool_schemas()
+    finally:
+        env.close()
+
+
+def _prompt_spy(tok) -> list[tuple]:
+    """Record the tools of each prompt the tokenizer renders, and the prompt's text."""
+    seen: list[tuple] = []
+    render = tok.apply_chat_template
+
+    def spy(messages, **kwargs):
+        text = render(
+            messages, tools=kwargs.get("tools"), tokenize=False, add_generation_prompt=True
+        )
+        seen.append((kwargs.get("tools"), text))
+        return render(messages, **kwargs)
+
+    tok.apply_chat_template = spy
+    return seen
+
+
+def test_an_agent_without_fixed_tools_shows_each_episode_its_env_tools():
+    """A checkpoint trained on several tool sets saves none (dataset_prompt_info): its agent
+    shows each episode the tools its env gives at reset, not one suite's."""
+    from knowlyr.rollout import collect
+    from knowlyr.train.models import build_tiny_model
+
+    model, tok = build_tiny_model(None, hidden_size=16, num_layers=1, num_heads=2)
+    seen = _prompt_spy(tok)
+    bridge = AgentInference(model, tok, max_new_tokens=4)
+    try:
+        agent = bridge.create_agent()
+        assert agent.tools is None
+        collect("knowlyr/conversation", agent, 1, max_steps=2)
+        conv = list(seen)
+        seen.clear()
+        collect("knowlyr/discussion", agent, 1, max_steps=1)
+        disc = list(seen)
+    finally:
+        bridge.close()
+    conv_tools, disc_tools = _tools_of("knowlyr/conversation"), _tools_of("knowlyr/discussion")
+    assert len(conv) == 2 and all(tools == conv_tools for tools, _ in conv)
+    assert "Tools: query_stats web_search send_message respond<|im_end|>" in conv[0][1]
+    assert "knowledge_base" not in conv[0][1]
+    # four tokens make no tool call: the correction names the episode's tools
+    assert "one of the tools: query_stats, web_search, send_message, respond" in conv[1][1]
+    assert len(disc) == 1 and disc[0][0] == disc_tools
+    assert "Tools: knowledge_base" in disc[0][1] and "query_stats" not in disc[0][1]
+
+
+def test_an_agent_with_fixed_tools_keeps_them_in_every_episode(tmp_path):
+    from knowlyr.rollout import collect
+    from knowlyr.train.models import build_tiny_model
+
+    model, tok = build_tiny_model(None, hidden_size=16, num_layers=1, num_heads=2)
+    fixed = [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": "The one tool it was trained with.",
+                "parameters": {"type": "object", "properties": {}, "required": []},
+            },
+        }
+    ]
+    save_model(model, tok, tmp_path / "m", tools=fixed, system_prompt="S")  # as a marker does
+    bridge = AgentInference.from_pretrained(tmp_path / "m", max_new_tokens=4)
+    seen = _prompt_spy(bridge.tokenizer)
+    try:
+        collect("knowlyr/conversation", bridge.create_agent(), 1, max_steps=1)
+        collect("knowlyr/discussion", bridge.create_agent(), 1, max_steps=1)
+        given = _tools_of("knowlyr/conversation")[:1]
+        collect("knowlyr/discussion", bridge.create_agent(tools=given), 1, max_steps=1)
+    finally:
+        bridge.close()
+    assert [tools for tools, _ in seen] == [fixed, fixed, given]
+    assert "Tools: lookup<|im_end|>" in seen[0][1] and "query_stats" not in seen[0][1]
