@@ -72,7 +72,9 @@ class TrainParams(BaseModel):
     restarts: int = Field(
         4,
         ge=1,
-        description="most seeds trained (seed, seed+1, ...); the lowest validation loss is kept",
+        description="most seeds trained (seed, seed+1, ...); the lowest validation loss is kept. "
+        "Later seeds start from the first seed's init when its induction pretraining learned to "
+        "copy (they then differ in data order), else build their own",
     )
     target_eval_loss: float | None = Field(
         0.01,
