@@ -52,8 +52,9 @@ SYSTEM = "You answer customers' questions about their orders."
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
-    """A tiny Qwen2 after 300 SFT steps: the tool-call format learned and order ids copied, the
-    status mostly guessed (about a third of held-out episodes succeed)."""
+    """A tiny Qwen2 after 300 SFT steps: the tool-call format mostly learned and order ids
+    copied, the status mostly guessed (2 of the 16 held-out episodes below succeed, and 7 have
+    a reply that is no valid call)."""
 
     from knowlyr.export import export_sft
     from knowlyr.train.models import build_tiny_model_for
@@ -240,17 +241,34 @@ def test_openai_agent_on_the_served_checkpoint_succeeds_like_in_process_inferenc
         remote_s = time.perf_counter() - started
     assert [t.task.task_id for t in remote] == tasks
     assert all((t.agent.name, t.agent.model) == ("openai", served.model) for t in remote)
-    assert all(s.usage is not None and s.usage.prompt_tokens for t in remote for s in t.steps)
+    # every reply the server sent carries its usage (a tool call it could not parse is an
+    # HTTP 500 without a reply, see the next test)
+    assert all(
+        s.usage is not None and s.usage.prompt_tokens
+        for t in remote
+        for s in t.steps
+        if "could not parse" not in (s.action.params.get("error", "") if s.action else "")
+    )
     wins = [t.outcome.success for t in local]
     assert 0 < sum(wins) < len(wins), "the checkpoint should succeed on some tasks, not all"
-    # greedy both ways, the same prompt (the checkpoint's system prompt and tools) and the same
-    # history (past calls with their thoughts): the same actions, so the same successes
-    assert [t.outcome.success for t in remote] == wins
-    same = sum(_actions(a) == _actions(b) for a, b in zip(local, remote, strict=True))
-    assert same == len(local), f"{len(local) - same} episodes acted differently"
+    # Greedy both ways, the same prompt (the checkpoint's system prompt and tools) and the same
+    # history (past calls with their thoughts): the same actions, up to and including the
+    # first reply that is no valid call. After it each bridge tells the model what was wrong
+    # in its own words (and the server has no text to give back for a tool call that is not
+    # JSON), so the conversations part there.
+    whole = 0
+    for a, b in zip(local, remote, strict=True):
+        first = next((i for i, s in enumerate(a.steps) if s.tool == INVALID_ACTION_TOOL), None)
+        if first is None:
+            assert _actions(a) == _actions(b) and a.outcome.success == b.outcome.success
+            whole += 1
+        else:
+            assert _actions(a)[:first] == _actions(b)[:first], a.task.task_id
+            assert b.steps[first].tool == INVALID_ACTION_TOOL, a.task.task_id
+    assert whole >= len(local) // 2, f"only {whole} episodes without a format error"
     print(
-        f"\n{sum(wins)}/{len(wins)} successes both ways; in-process {local_s:.1f} s, "
-        f"served {remote_s:.1f} s"
+        f"\n{sum(wins)}/{len(wins)} successes in process, {whole} episodes without a format "
+        f"error acted alike throughout; in-process {local_s:.1f} s, served {remote_s:.1f} s"
     )
 
 
