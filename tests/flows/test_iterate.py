@@ -136,9 +136,10 @@ def test_two_nights_the_second_collects_with_the_champion_and_trains_on_from_it(
     from tasks.train import TrainParams
 
     source = TaskSource(env_id="knowlyr/conversation", suite="conversation", family="order_status")
-    # A partly right warm-up (~25% on held-out order_status tasks): some sampled attempts
-    # succeed and some fail, which is what preference pairs are made of.
-    warm = TrainParams(epochs=10, restarts=1, target_eval_loss=None, induction_steps=0)
+    # A partly right warm-up: some sampled attempts succeed and some fail, which is what
+    # preference pairs are made of (3 of night 1's 16 attempts succeeded, 2026-11-29; with 10
+    # epochs none did, with 30 epochs 14 and one pair)
+    warm = TrainParams(epochs=20, restarts=1, target_eval_loss=None, induction_steps=0)
     params = IterateParams.small(
         store_url=store_url,
         warmup=IterateParams.small().warmup.model_copy(update={"episodes": 300, "train": warm}),
