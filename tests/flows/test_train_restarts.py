@@ -36,8 +36,8 @@ def dataset(store_url):
 
 
 def _restarts(dataset) -> tuple[Checkpoint, dict[str, str]]:
-    # a target no candidate of a fraction of an epoch reaches: all three seeds are trained
-    params = TrainParams(epochs=0.2, restarts=3, target_eval_loss=1e-9, induction_steps=10)
+    # a target no candidate of a fraction of an epoch reaches: both seeds are trained
+    params = TrainParams(epochs=0.2, restarts=2, target_eval_loss=1e-9, induction_steps=10)
     state = train(TrainFlowParams(dataset=dataset, train=params), return_state=True)
     assert state.is_completed(), state
     return state.result(), task_states(state.state_details.flow_run_id)
@@ -52,14 +52,13 @@ def test_restarts_share_an_init_that_learned_to_copy(dataset, monkeypatch):
     assert sorted(n for n in states if n.startswith("train-sft")) == [
         "train-sft-tiny-0.2ep-s0",
         "train-sft-tiny-0.2ep-s1",
-        "train-sft-tiny-0.2ep-s2",
     ]
 
 
 def test_an_init_that_did_not_learn_to_copy_is_rebuilt_for_each_restart(dataset):
     _, states = _restarts(dataset)  # 10 steps are far from the copy circuit
     inits = sorted(n for n in states if n.startswith("init-"))
-    assert inits == [f"init-tiny-s{s}-for-{dataset.name}" for s in range(3)], states
+    assert inits == [f"init-tiny-s{s}-for-{dataset.name}" for s in range(2)], states
 
 
 def test_copies_reads_the_induction_metrics():
