@@ -63,6 +63,8 @@ def train_restarts(
     next seed.
     """
 
+    built: list[Checkpoint] = []  # the init the first restart built
+
     def one(seed: int) -> tuple[Checkpoint, Checkpoint]:
         # one candidate's parameters, without the selection settings (they would only split
         # the cache of identical training runs)
@@ -81,8 +83,6 @@ def train_restarts(
                 "differs"
             )
         return start, train_policy.with_options(timeout_seconds=p.timeout_s)(dataset, start, q)
-
-    built: list[Checkpoint] = []  # the init the first restart built
 
     seeds = range(p.seed, p.seed + p.restarts)
     _, pairs = restart(one, seeds, lambda pair: pair[1].metrics, target=p.target_eval_loss)
